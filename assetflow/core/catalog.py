@@ -1,0 +1,353 @@
+"""The catalog: every definition validated as a whole, compiled to a versioned JSON document and indexed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from assetflow.core.conditions import Asset, AssetAlias, thaw_json
+from assetflow.core.errors import CatalogError, DefinitionError, DocumentError
+from assetflow.core.pipeline import Pipeline
+from assetflow.core.watchers import AssetWatcher, KafkaTopic, SqsQueue, source_from_json
+
+DOCUMENT_FORMAT = "assetflow.catalog"
+DOCUMENT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding of catalog validation."""
+
+    severity: Literal["error", "warning"]
+    subject: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.subject}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A declared object and where it was declared (a file or module), for messages."""
+
+    value: object
+    origin: str = "<definitions>"
+
+
+def _source_identity(watcher: AssetWatcher) -> tuple[str, ...]:
+    source = watcher.source
+    if isinstance(source, SqsQueue):
+        return ("sqs", source.queue_name)
+    cluster = source.cluster.to_json() if source.cluster else {"type": "default"}
+    return ("kafka", repr(sorted(cluster.items())), source.topic)
+
+
+class Catalog:
+    """Assets, aliases, watchers and pipelines, validated together, with an index from asset to consumers."""
+
+    def __init__(
+        self,
+        *,
+        assets: Mapping[str, Asset],
+        aliases: Mapping[str, AssetAlias],
+        pipelines: Mapping[str, Pipeline],
+        warnings: Iterable[Diagnostic] = (),
+    ) -> None:
+        self.assets = dict(sorted(assets.items()))
+        self.aliases = dict(sorted(aliases.items()))
+        self.pipelines = dict(sorted(pipelines.items()))
+        self.watchers: dict[str, tuple[AssetWatcher, str]] = {
+            w.name: (w, asset.uri) for asset in self.assets.values() for w in asset.watchers
+        }
+        self.watchers = dict(sorted(self.watchers.items()))
+        self.warnings = tuple(warnings)
+        by_asset: dict[str, set[str]] = {}
+        by_alias: dict[str, set[str]] = {}
+        for pipeline in self.pipelines.values():
+            for asset in pipeline.condition.iter_assets():
+                by_asset.setdefault(asset.uri, set()).add(pipeline.id)
+            for alias in pipeline.condition.iter_aliases():
+                by_alias.setdefault(alias.name, set()).add(pipeline.id)
+        self.asset_consumers = {uri: tuple(sorted(ids)) for uri, ids in sorted(by_asset.items())}
+        self.alias_consumers = {name: tuple(sorted(ids)) for name, ids in sorted(by_alias.items())}
+
+    # ---- building and validating -------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, definitions: Iterable[Definition | object]) -> Catalog:
+        """Validate definitions as a whole and build the catalog.
+
+        Raises:
+            CatalogError: one or more errors; every one is listed, not only the first.
+
+        """
+        defs = [d if isinstance(d, Definition) else Definition(d) for d in definitions]
+        errors: list[Diagnostic] = []
+        warnings: list[Diagnostic] = []
+
+        pipelines: dict[str, Pipeline] = {}
+        origins: dict[str, str] = {}
+        declared_assets: list[tuple[Asset, str]] = []
+        for d in defs:
+            if isinstance(d.value, Pipeline):
+                pipeline = d.value
+                if pipeline.id in pipelines and pipelines[pipeline.id] is not pipeline:
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"pipeline {pipeline.id!r}",
+                            f"declared twice ({origins[pipeline.id]} and {d.origin}); pipeline ids must be unique",
+                        )
+                    )
+                    continue
+                pipelines[pipeline.id] = pipeline
+                origins[pipeline.id] = d.origin
+                for asset in pipeline.condition.iter_assets():
+                    declared_assets.append((asset, d.origin))
+                declared_assets.extend(
+                    (o, d.origin) for o in (*pipeline.outlets, *pipeline.inlets) if isinstance(o, Asset)
+                )
+            elif isinstance(d.value, Asset):
+                declared_assets.append((d.value, d.origin))
+
+        assets = cls._merge_assets(declared_assets, errors, warnings)
+        cls._check_watchers(assets, errors)
+        aliases = cls._check_aliases(pipelines, errors)
+        cls._check_producers(pipelines, assets, warnings)
+        cls._check_loops(pipelines, errors, warnings)
+        if errors:
+            raise CatalogError([str(e) for e in errors])
+        return cls(assets=assets, aliases=aliases, pipelines=pipelines, warnings=warnings)
+
+    @staticmethod
+    def _merge_assets(
+        declared: list[tuple[Asset, str]], errors: list[Diagnostic], warnings: list[Diagnostic]
+    ) -> dict[str, Asset]:
+        merged: dict[str, Asset] = {}
+        for asset, origin in declared:
+            known = merged.get(asset.uri)
+            if known is None:
+                merged[asset.uri] = asset
+                continue
+            name = known.name
+            if asset.name != asset.uri:
+                if known.name not in (known.uri, asset.name):
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"asset {asset.uri!r}",
+                            f"declared with two names, {known.name!r} and {asset.name!r} ({origin})",
+                        )
+                    )
+                name = asset.name
+            extra = dict(known.extra)
+            if asset.extra and known.extra and dict(asset.extra) != dict(known.extra):
+                warnings.append(
+                    Diagnostic(
+                        "warning",
+                        f"asset {asset.uri!r}",
+                        f"declared with different extras; the first is kept ({origin})",
+                    )
+                )
+            elif asset.extra:
+                extra = thaw_json(asset.extra)
+            watchers = {w.name: w for w in (*known.watchers, *asset.watchers)}
+            merged[asset.uri] = Asset(
+                asset.uri, name=name, extra=thaw_json(extra), watchers=list(watchers.values())
+            )
+        return merged
+
+    @staticmethod
+    def _check_watchers(assets: Mapping[str, Asset], errors: list[Diagnostic]) -> None:
+        by_name: dict[str, tuple[AssetWatcher, str]] = {}
+        by_source: dict[tuple[str, ...], str] = {}
+        for asset in assets.values():
+            for watcher in asset.watchers:
+                other = by_name.get(watcher.name)
+                if other is not None and other[0] != watcher:
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"watcher {watcher.name!r}",
+                            f"name used twice (assets {other[1]!r} and {asset.uri!r})",
+                        )
+                    )
+                by_name[watcher.name] = (watcher, asset.uri)
+                identity = _source_identity(watcher)
+                holder = by_source.get(identity)
+                if holder is not None and holder != watcher.name:
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"watcher {watcher.name!r}",
+                            f"watches the same {identity[0]} source as watcher {holder!r}; the two would split its "
+                            "messages between them. Attach one watcher and schedule several pipelines on its asset",
+                        )
+                    )
+                by_source[identity] = watcher.name
+
+    @staticmethod
+    def _check_aliases(pipelines: Mapping[str, Pipeline], errors: list[Diagnostic]) -> dict[str, AssetAlias]:
+        produced = {o.name for p in pipelines.values() for o in p.outlets if isinstance(o, AssetAlias)}
+        aliases: dict[str, AssetAlias] = {}
+        for pipeline in pipelines.values():
+            used = [
+                *pipeline.condition.iter_aliases(),
+                *(i for i in pipeline.inlets if isinstance(i, AssetAlias)),
+            ]
+            for alias in used:
+                if alias.name not in produced:
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"pipeline {pipeline.id!r}",
+                            f"uses alias {alias.name!r}, which no pipeline declares in "
+                            "outlets=[AssetAlias(...)], so it can never resolve",
+                        )
+                    )
+            for outlet in (*used, *pipeline.outlets):
+                if isinstance(outlet, AssetAlias):
+                    aliases[outlet.name] = outlet
+        return aliases
+
+    @staticmethod
+    def _check_producers(
+        pipelines: Mapping[str, Pipeline], assets: Mapping[str, Asset], warnings: list[Diagnostic]
+    ) -> None:
+        produced = {o.uri for p in pipelines.values() for o in p.outlets if isinstance(o, Asset)}
+        for pipeline in pipelines.values():
+            for asset in dict.fromkeys(pipeline.condition.iter_assets()):
+                if asset.uri not in produced and not assets[asset.uri].watchers:
+                    warnings.append(
+                        Diagnostic(
+                            "warning",
+                            f"pipeline {pipeline.id!r}",
+                            f"asset {asset.uri!r} has no watcher and no producing pipeline; only the API or "
+                            "`assetflow events emit` can update it",
+                        )
+                    )
+
+    @staticmethod
+    def _self_sustaining(pipelines: Mapping[str, Pipeline], with_aliases: bool) -> set[str]:
+        """Pipelines that can keep triggering each other from their own outlets alone (a fixpoint)."""
+        alive = set(pipelines)
+        while True:
+            dropped = set()
+            for pid in alive:
+                pipeline = pipelines[pid]
+                feeders = [
+                    pipelines[q] for q in alive if pipeline.partitioned or not pipelines[q].partitioned
+                ]
+                assets = {o.uri for q in feeders for o in q.outlets if isinstance(o, Asset)}
+                aliases = (
+                    {o.name for q in feeders for o in q.outlets if isinstance(o, AssetAlias)}
+                    if with_aliases
+                    else set()
+                )
+                if not pipeline.condition.evaluate(assets, aliases):
+                    dropped.add(pid)
+            if not dropped:
+                return alive
+            alive -= dropped
+
+    @classmethod
+    def _check_loops(
+        cls, pipelines: Mapping[str, Pipeline], errors: list[Diagnostic], warnings: list[Diagnostic]
+    ) -> None:
+        certain = cls._self_sustaining(pipelines, with_aliases=False)
+        if certain:
+            errors.append(
+                Diagnostic(
+                    "error",
+                    "pipelines " + ", ".join(sorted(certain)),
+                    "their outlets satisfy their own schedules with no other input: an endless loop. Give each "
+                    "schedule an input from outside the loop (an & with another asset) or remove the outlet",
+                )
+            )
+        possible = cls._self_sustaining(pipelines, with_aliases=True) - certain
+        if possible:
+            warnings.append(
+                Diagnostic(
+                    "warning",
+                    "pipelines " + ", ".join(sorted(possible)),
+                    "may trigger each other endlessly through the aliases they add to at run time",
+                )
+            )
+
+    # ---- the hot path ------------------------------------------------------------------------------
+
+    def consumers(
+        self, asset_uri: str, resolved_aliases: Iterable[str] = ()
+    ) -> list[tuple[Pipeline, tuple[str, ...]]]:
+        """Pipelines whose schedule names the asset directly or through one of its resolved aliases.
+
+        The work is proportional to the asset's consumers, not to the catalog's size.
+        """
+        found: dict[str, set[str]] = {pid: set() for pid in self.asset_consumers.get(asset_uri, ())}
+        for alias in resolved_aliases:
+            for pid in self.alias_consumers.get(alias, ()):
+                found.setdefault(pid, set()).add(alias)
+        return [(self.pipelines[pid], tuple(sorted(found[pid]))) for pid in sorted(found)]
+
+    # ---- the document ------------------------------------------------------------------------------
+
+    def to_document(self) -> dict[str, Any]:
+        """The versioned JSON document (see docs/contracts.md)."""
+        return {
+            "format": DOCUMENT_FORMAT,
+            "version": DOCUMENT_VERSION,
+            "assets": {
+                uri: {"uri": uri, "name": a.name, "extra": thaw_json(a.extra)}
+                for uri, a in self.assets.items()
+            },
+            "aliases": {name: {"name": name} for name in self.aliases},
+            "watchers": {
+                name: {"name": name, "asset": uri, "source": w.source.to_json()}
+                for name, (w, uri) in self.watchers.items()
+            },
+            "pipelines": {pid: p.to_json() for pid, p in self.pipelines.items()},
+            "index": {
+                "assets": {uri: list(ids) for uri, ids in self.asset_consumers.items()},
+                "aliases": {name: list(ids) for name, ids in self.alias_consumers.items()},
+            },
+        }
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any]) -> Catalog:
+        """Rebuild a catalog from its document; ``from_document(d).to_document() == d``.
+
+        Raises:
+            DocumentError: wrong format or version, malformed content, or an index that does not match.
+
+        """
+        if not isinstance(doc, Mapping) or doc.get("format") != DOCUMENT_FORMAT:
+            raise DocumentError(f"not an assetflow catalog document (format must be {DOCUMENT_FORMAT!r})")
+        if doc.get("version") != DOCUMENT_VERSION:
+            raise DocumentError(
+                f"catalog document version {doc.get('version')!r} is not supported (this assetflow reads "
+                f"version {DOCUMENT_VERSION}); recompile it with `assetflow catalog --json`"
+            )
+        try:
+            watchers: dict[str, list[AssetWatcher]] = {}
+            for name, w in doc["watchers"].items():
+                watchers.setdefault(w["asset"], []).append(AssetWatcher(name, source_from_json(w["source"])))
+            assets = {
+                uri: Asset(a["uri"], name=a["name"], extra=a["extra"], watchers=watchers.get(uri, []))
+                for uri, a in doc["assets"].items()
+            }
+            aliases = {name: AssetAlias(name) for name in doc["aliases"]}
+            pipelines = {pid: Pipeline.from_json(p) for pid, p in doc["pipelines"].items()}
+        except (KeyError, TypeError, AttributeError, DefinitionError) as exc:
+            raise DocumentError(f"malformed catalog document: {exc!r}") from exc
+        catalog = cls(assets=assets, aliases=aliases, pipelines=pipelines)
+        if catalog.to_document() != dict(doc):
+            raise DocumentError(
+                "catalog document does not match its own content (edited by hand?); recompile it"
+            )
+        return catalog
+
+
+def is_kafka(watcher: AssetWatcher) -> bool:
+    """Whether a watcher reads a Kafka topic."""
+    return isinstance(watcher.source, KafkaTopic)

@@ -1,0 +1,23 @@
+"""Errors raised by the pure core."""
+
+from __future__ import annotations
+
+
+class AssetflowError(Exception):
+    """Base class of every error that assetflow raises on purpose."""
+
+
+class DefinitionError(AssetflowError, ValueError):
+    """A declaration (asset, watcher, pipeline, schedule) is invalid; the message says how to fix it."""
+
+
+class CatalogError(AssetflowError):
+    """The catalog as a whole is invalid; ``diagnostics`` lists every problem found."""
+
+    def __init__(self, diagnostics: list[str]) -> None:
+        self.diagnostics = diagnostics
+        super().__init__("invalid catalog:\n" + "\n".join(f"  - {d}" for d in diagnostics))
+
+
+class DocumentError(AssetflowError, ValueError):
+    """A serialised document (catalog, event, run) does not have the expected shape or version."""

@@ -1,0 +1,232 @@
+"""Asset events and runs: the immutable records the scheduler reads and writes, with their JSON shapes."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from assetflow.core.conditions import freeze_json, thaw_json
+from assetflow.core.errors import DocumentError
+
+_TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def format_timestamp(moment: datetime) -> str:
+    """UTC ISO-8601 with microseconds and ``Z``: fixed width, so strings sort as times do.
+
+    Raises:
+        ValueError: ``moment`` is naive.
+
+    """
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("timestamps must be timezone-aware")
+    return moment.astimezone(UTC).strftime(_TS_FORMAT)
+
+
+def parse_timestamp(text: str) -> datetime:
+    """Parse a timestamp written by :func:`format_timestamp` (or any ISO-8601 with an offset).
+
+    Raises:
+        DocumentError: the text is not an aware ISO-8601 timestamp.
+
+    """
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (AttributeError, ValueError) as exc:
+        raise DocumentError(f"not an ISO-8601 timestamp: {text!r}") from exc
+    if moment.tzinfo is None:
+        raise DocumentError(f"timestamp {text!r} has no UTC offset")
+    return moment.astimezone(UTC)
+
+
+def derive_id(prefix: str, *parts: object) -> str:
+    """A deterministic id from its parts, so retries and redeliveries produce the same id."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+    return f"{prefix}-{digest[:24]}"
+
+
+@dataclass(frozen=True)
+class AssetEvent:
+    """One update of an asset: what changed (``extra``), what produced it (``source``), and when."""
+
+    asset: str
+    id: str
+    timestamp: datetime
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    source: Mapping[str, Any] = field(default_factory=dict)
+    partition_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.asset or not self.id:
+            raise ValueError("an asset event needs an asset URI and an id")
+        object.__setattr__(self, "timestamp", parse_timestamp(format_timestamp(self.timestamp)))
+        object.__setattr__(self, "extra", freeze_json(dict(self.extra), "event extra"))
+        object.__setattr__(self, "source", freeze_json(dict(self.source), "event source"))
+
+    def __hash__(self) -> int:
+        return hash((self.asset, self.id))
+
+    @property
+    def sort_key(self) -> tuple[datetime, str]:
+        """Events are ordered by (timestamp, id)."""
+        return (self.timestamp, self.id)
+
+    @property
+    def from_partitioned_run(self) -> bool:
+        """Whether a partitioned run produced this event (it then triggers only partition-aware pipelines)."""
+        return self.partition_key is not None and self.source.get("type") == "run"
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN §5's event shape."""
+        return {
+            "asset": self.asset,
+            "id": self.id,
+            "timestamp": format_timestamp(self.timestamp),
+            "extra": thaw_json(self.extra),
+            "source": thaw_json(self.source),
+            "partition_key": self.partition_key,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> AssetEvent:
+        """Rebuild an event from its JSON shape.
+
+        Raises:
+            DocumentError: the document is malformed.
+
+        """
+        try:
+            return cls(
+                asset=doc["asset"],
+                id=doc["id"],
+                timestamp=parse_timestamp(doc["timestamp"]),
+                extra=doc.get("extra") or {},
+                source=doc.get("source") or {},
+                partition_key=doc.get("partition_key"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DocumentError(f"invalid asset event document: {exc}") from exc
+
+
+def group_events(events: Iterable[AssetEvent]) -> dict[str, tuple[AssetEvent, ...]]:
+    """Events per asset URI (keys sorted), each list ordered by (timestamp, id)."""
+    grouped: dict[str, list[AssetEvent]] = {}
+    for event in events:
+        grouped.setdefault(event.asset, []).append(event)
+    return {uri: tuple(sorted(grouped[uri], key=lambda e: e.sort_key)) for uri in sorted(grouped)}
+
+
+class RunState(StrEnum):
+    """A run's state; ``queued`` and ``running`` are active."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def active(self) -> bool:
+        """Whether the run still counts against ``max_active_runs``."""
+        return self in (RunState.QUEUED, RunState.RUNNING)
+
+
+# Which states may follow which: a late RUNNING after SUCCESS, or a repeated SUCCESS, is ignored.
+_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.QUEUED: frozenset({RunState.RUNNING, RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED}),
+    RunState.RUNNING: frozenset({RunState.SUCCESS, RunState.FAILED, RunState.CANCELLED}),
+    RunState.SUCCESS: frozenset(),
+    RunState.FAILED: frozenset(),
+    RunState.CANCELLED: frozenset(),
+}
+
+# EMR Serverless job run states; CANCELLING changes nothing until CANCELLED arrives.
+EMR_JOB_STATES: dict[str, RunState | None] = {
+    "SUBMITTED": RunState.QUEUED,
+    "PENDING": RunState.QUEUED,
+    "SCHEDULED": RunState.QUEUED,
+    "QUEUED": RunState.QUEUED,
+    "RUNNING": RunState.RUNNING,
+    "SUCCESS": RunState.SUCCESS,
+    "FAILED": RunState.FAILED,
+    "CANCELLING": None,
+    "CANCELLED": RunState.CANCELLED,
+}
+
+
+def can_transition(current: RunState, new: RunState) -> bool:
+    """Whether a run in ``current`` may move to ``new`` (never backwards, never out of a final state)."""
+    return new in _TRANSITIONS[current]
+
+
+def previous_states(new: RunState) -> frozenset[RunState]:
+    """The states from which a run may move to ``new``: the condition of the store's update."""
+    return frozenset(state for state, targets in _TRANSITIONS.items() if new in targets)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a pipeline, with the events that triggered it (empty for a time tick)."""
+
+    run_id: str
+    pipeline: str
+    state: RunState
+    created_at: datetime
+    partition_key: str | None = None
+    job_run_id: str | None = None
+    triggering_asset_events: Mapping[str, tuple[AssetEvent, ...]] = field(default_factory=dict)
+    scheduled_time: datetime | None = None
+
+    @property
+    def triggering_events(self) -> tuple[AssetEvent, ...]:
+        """All triggering events, ordered by (timestamp, id)."""
+        return tuple(
+            sorted(
+                (e for evs in self.triggering_asset_events.values() for e in evs), key=lambda e: e.sort_key
+            )
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN §5's run shape (plus ``scheduled_time`` for time-triggered runs)."""
+        return {
+            "run_id": self.run_id,
+            "pipeline": self.pipeline,
+            "state": self.state.value,
+            "created_at": format_timestamp(self.created_at),
+            "partition_key": self.partition_key,
+            "job_run_id": self.job_run_id,
+            "triggering_asset_events": {
+                uri: [e.to_json() for e in events] for uri, events in self.triggering_asset_events.items()
+            },
+            "scheduled_time": format_timestamp(self.scheduled_time) if self.scheduled_time else None,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Run:
+        """Rebuild a run from its JSON shape.
+
+        Raises:
+            DocumentError: the document is malformed.
+
+        """
+        try:
+            scheduled = doc.get("scheduled_time")
+            return cls(
+                run_id=doc["run_id"],
+                pipeline=doc["pipeline"],
+                state=RunState(doc["state"]),
+                created_at=parse_timestamp(doc["created_at"]),
+                partition_key=doc.get("partition_key"),
+                job_run_id=doc.get("job_run_id"),
+                triggering_asset_events={
+                    uri: tuple(AssetEvent.from_json(e) for e in events)
+                    for uri, events in doc.get("triggering_asset_events", {}).items()
+                },
+                scheduled_time=parse_timestamp(scheduled) if scheduled else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DocumentError(f"invalid run document: {exc}") from exc

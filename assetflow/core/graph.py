@@ -1,0 +1,118 @@
+"""The asset graph as text: watchers → assets → pipelines → outlet assets, in Mermaid or Graphviz DOT."""
+
+from __future__ import annotations
+
+import re
+
+from assetflow.core.catalog import Catalog
+from assetflow.core.conditions import Asset, AssetAlias, AssetAll, AssetAny, Condition
+from assetflow.core.schedules import AssetOrTimeSchedule, PartitionedAssetSchedule
+from assetflow.core.watchers import SqsQueue
+
+
+def condition_text(condition: Condition, names: dict[str, str] | None = None) -> str:
+    """A condition written as users write it: ``(a & b) | c``, with asset names where known."""
+    if isinstance(condition, Asset):
+        return (names or {}).get(condition.uri, condition.uri)
+    if isinstance(condition, AssetAlias):
+        return f"alias:{condition.name}"
+    assert isinstance(condition, AssetAll | AssetAny)  # noqa: S101  (the tree has only these nodes)
+    joiner = " & " if isinstance(condition, AssetAll) else " | "
+    parts = [
+        f"({condition_text(c, names)})" if isinstance(c, AssetAll | AssetAny) else condition_text(c, names)
+        for c in condition.children
+    ]
+    return joiner.join(parts)
+
+
+_PREFIX = {"watcher": "w", "asset": "a", "alias": "l", "pipeline": "p"}
+
+
+def _node_ids(catalog: Catalog) -> dict[tuple[str, str], str]:
+    ids: dict[tuple[str, str], str] = {}
+    for kind, keys in (
+        ("watcher", catalog.watchers),
+        ("asset", catalog.assets),
+        ("alias", catalog.aliases),
+        ("pipeline", catalog.pipelines),
+    ):
+        for n, key in enumerate(keys):
+            ids[(kind, key)] = f"{_PREFIX[kind]}{n}_{re.sub(r'[^A-Za-z0-9]', '_', key)[:40]}"
+    return ids
+
+
+def _edges(catalog: Catalog, ids: dict[tuple[str, str], str]) -> list[tuple[str, str, str]]:
+    edges: list[tuple[str, str, str]] = []
+    for name, (_, uri) in catalog.watchers.items():
+        edges.append((ids[("watcher", name)], ids[("asset", uri)], ""))
+    for pid, pipeline in catalog.pipelines.items():
+        target = ids[("pipeline", pid)]
+        for asset in dict.fromkeys(pipeline.condition.iter_assets()):
+            edges.append((ids[("asset", asset.uri)], target, ""))
+        for alias in dict.fromkeys(pipeline.condition.iter_aliases()):
+            edges.append((ids[("alias", alias.name)], target, ""))
+        for outlet in pipeline.outlets:
+            key = ("asset", outlet.uri) if isinstance(outlet, Asset) else ("alias", outlet.name)
+            edges.append((target, ids[key], "on success"))
+    return edges
+
+
+def _labels(catalog: Catalog) -> dict[tuple[str, str], str]:
+    names = {uri: a.name for uri, a in catalog.assets.items()}
+    labels: dict[tuple[str, str], str] = {}
+    for name, (watcher, _) in catalog.watchers.items():
+        source = watcher.source
+        what = f"SQS {source.queue_name}" if isinstance(source, SqsQueue) else f"Kafka {source.topic}"
+        labels[("watcher", name)] = f"{name}\n{what}"
+    for uri, asset in catalog.assets.items():
+        labels[("asset", uri)] = uri if asset.name == uri else f"{asset.name}\n{uri}"
+    for name in catalog.aliases:
+        labels[("alias", name)] = f"alias {name}"
+    for pid, pipeline in catalog.pipelines.items():
+        lines = [pid, condition_text(pipeline.condition, names)]
+        schedule = pipeline.schedule
+        if isinstance(schedule, AssetOrTimeSchedule):
+            lines.append(f"or cron {schedule.cron} {schedule.timezone}")
+        if isinstance(schedule, PartitionedAssetSchedule):
+            lines.append(f"partitioned, {schedule.mapper.grain}")
+        if not pipeline.batch:
+            lines.append("one run per event")
+        if pipeline.max_active_runs is not None:
+            lines.append(f"max {pipeline.max_active_runs} active")
+        labels[("pipeline", pid)] = "\n".join(lines)
+    return labels
+
+
+def to_mermaid(catalog: Catalog) -> str:
+    """A Mermaid flowchart of the catalog."""
+    ids = _node_ids(catalog)
+    shapes = {
+        "watcher": ('[/"', '"/]'),
+        "asset": ('["', '"]'),
+        "alias": ('(["', '"])'),
+        "pipeline": ('{{"', '"}}'),
+    }
+    lines = ["flowchart LR"]
+    for (kind, key), label in _labels(catalog).items():
+        text = label.replace('"', "#quot;").replace("\n", "<br/>")
+        opening, closing = shapes[kind]
+        lines.append(f"  {ids[(kind, key)]}{opening}{text}{closing}")
+    for src, dst, label in _edges(catalog, ids):
+        arrow = f" -->|{label}| " if label else " --> "
+        lines.append(f"  {src}{arrow}{dst}")
+    return "\n".join(lines) + "\n"
+
+
+def to_dot(catalog: Catalog) -> str:
+    """A Graphviz DOT digraph of the catalog."""
+    ids = _node_ids(catalog)
+    shapes = {"watcher": "cds", "asset": "box", "alias": "box, style=rounded", "pipeline": "hexagon"}
+    lines = ["digraph assetflow {", "  rankdir=LR;", '  node [fontname="Helvetica"];']
+    for (kind, key), label in _labels(catalog).items():
+        text = label.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        lines.append(f'  {ids[(kind, key)]} [label="{text}", shape={shapes[kind]}];')
+    for src, dst, label in _edges(catalog, ids):
+        attrs = f' [label="{label}"]' if label else ""
+        lines.append(f"  {src} -> {dst}{attrs};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,238 @@
+"""The scheduling state machine: queued events in, runs out, as pure functions over explicit state.
+
+A pipeline has one queue (one per mapped partition key when it is partition-aware). Every change to a queue
+is a :class:`Transition` from one :class:`QueueState` version to the next, so a store can apply it as one
+conditional transaction: "the queue is still at ``before.version``; write ``added``, mark ``consumed``,
+create ``runs``, count ``len(runs)`` more active runs only while that stays within ``max_active_runs``".
+If the condition fails another evaluator got there first: re-read and call the function again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from assetflow.core.events import AssetEvent, Run, RunState, derive_id, format_timestamp, group_events
+from assetflow.core.pipeline import Pipeline
+from assetflow.core.schedules import AssetOrTimeSchedule, PartitionedAssetSchedule, PartitionKeyError, utc
+
+#: Runs one transition may create; a store's transaction holds a few items per run (DynamoDB: 100 in all).
+MAX_RUNS_PER_TRANSITION = 25
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """An event queued for a pipeline; ``aliases`` are the schedule's aliases it counts for."""
+
+    event: AssetEvent
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def sort_key(self) -> tuple[datetime, str]:
+        """Entries are ordered as their events are."""
+        return self.event.sort_key
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """One queue of one pipeline, as read from the store.
+
+    ``version`` increases with every change; ``last_tick`` is the newest cron tick already handled, so a
+    redelivered tick is ignored; ``pending_ticks`` are ticks held back by ``max_active_runs``.
+    """
+
+    pipeline: str
+    key: str = ""
+    version: int = 0
+    entries: tuple[QueueEntry, ...] = ()
+    pending_ticks: tuple[datetime, ...] = ()
+    last_tick: datetime | None = None
+
+    def assets(self) -> frozenset[str]:
+        """Assets with at least one queued event."""
+        return frozenset(e.event.asset for e in self.entries)
+
+    def aliases(self) -> frozenset[str]:
+        """Aliases with at least one queued event."""
+        return frozenset(a for e in self.entries for a in e.aliases)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """The change from ``before`` to ``after``; empty (``changed`` false) when nothing happens."""
+
+    before: QueueState
+    after: QueueState
+    added: tuple[QueueEntry, ...] = ()
+    consumed: tuple[QueueEntry, ...] = ()
+    runs: tuple[Run, ...] = ()
+    more: bool = False
+    ignored: tuple[str, ...] = field(default=())
+
+    @property
+    def changed(self) -> bool:
+        """Whether the store has anything to write."""
+        return self.after.version != self.before.version
+
+    @property
+    def active_runs_added(self) -> int:
+        """How many active runs this transition adds (the store's counter condition uses it)."""
+        return len(self.runs)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one event goes: the queue ``key`` of ``pipeline``, counting for ``aliases``."""
+
+    pipeline: str
+    key: str
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A consumer that the event does not reach, and why (kept for operators, never silent)."""
+
+    pipeline: str
+    reason: str
+
+
+def route_event(
+    event: AssetEvent,
+    consumers: Sequence[tuple[Pipeline, tuple[str, ...]]],
+) -> tuple[list[Route], list[Skip]]:
+    """Decide which pipeline queues an event enters, applying the partition rules of DESIGN §3.8.
+
+    ``consumers`` pairs each consuming pipeline with the aliases through which it consumes the event's
+    asset (empty for a direct consumer); the catalog computes it.
+    """
+    routes: list[Route] = []
+    skips: list[Skip] = []
+    for pipeline, aliases in consumers:
+        schedule = pipeline.schedule
+        if isinstance(schedule, PartitionedAssetSchedule):
+            if event.partition_key is None:
+                skips.append(
+                    Skip(pipeline.id, "partition-aware pipeline ignores events without a partition key")
+                )
+                continue
+            try:
+                key = schedule.mapper.map(event.partition_key)
+            except PartitionKeyError as exc:
+                skips.append(Skip(pipeline.id, str(exc)))
+                continue
+            routes.append(Route(pipeline.id, key, aliases))
+        elif event.from_partitioned_run:
+            skips.append(
+                Skip(pipeline.id, "events of partitioned runs only trigger partition-aware pipelines")
+            )
+        else:
+            routes.append(Route(pipeline.id, "", aliases))
+    return routes, skips
+
+
+def run_id_for(pipeline: str, key: str, discriminator: str) -> str:
+    """The deterministic id of the run a queue makes at a given version or tick."""
+    return derive_id("run", pipeline, key, discriminator)
+
+
+def advance(
+    pipeline: Pipeline,
+    state: QueueState,
+    *,
+    active_runs: int,
+    now: datetime,
+    entries: Iterable[QueueEntry] = (),
+    ticks: Iterable[datetime] = (),
+) -> Transition:
+    """Queue new entries and ticks, then create every run the schedule and ``max_active_runs`` allow.
+
+    Call it with new ``entries`` when events arrive, with ``ticks`` when cron times pass, and with neither
+    when a run of the pipeline ends (a freed slot may release held events).
+
+    Raises:
+        ValueError: the state belongs to another pipeline, a tick is given to a pipeline without a cron,
+            or a time is naive.
+
+    """
+    if state.pipeline != pipeline.id:
+        raise ValueError(f"queue of {state.pipeline!r} given to pipeline {pipeline.id!r}")
+    now = utc(now)
+    queued = {e.event.id: e for e in state.entries}
+    added: list[QueueEntry] = []
+    for entry in entries:
+        if entry.event.id in queued:
+            continue  # a redelivered event is queued once
+        queued[entry.event.id] = entry
+        added.append(entry)
+
+    new_ticks = sorted({utc(t) for t in ticks})
+    if new_ticks and not isinstance(pipeline.schedule, AssetOrTimeSchedule):
+        raise ValueError(f"pipeline {pipeline.id!r} has no cron schedule; it takes no ticks")
+    last_tick = state.last_tick
+    pending = list(state.pending_ticks)
+    for tick in new_ticks:
+        if last_tick is None or tick > last_tick:
+            pending.append(tick)
+            last_tick = tick
+
+    slots = None if pipeline.max_active_runs is None else max(0, pipeline.max_active_runs - active_runs)
+    remaining = sorted(queued.values(), key=lambda e: e.sort_key)
+    consumed: list[QueueEntry] = []
+    runs: list[Run] = []
+    more = False
+    version = state.version + 1
+
+    def make_run(discriminator: str, taken: Sequence[QueueEntry], scheduled: datetime | None) -> Run:
+        return Run(
+            run_id=run_id_for(pipeline.id, state.key, discriminator),
+            pipeline=pipeline.id,
+            state=RunState.QUEUED,
+            created_at=now,
+            partition_key=state.key or None,
+            triggering_asset_events=group_events(e.event for e in taken),
+            scheduled_time=scheduled,
+        )
+
+    while slots is None or len(runs) < slots:
+        if len(runs) >= MAX_RUNS_PER_TRANSITION:
+            more = True
+            break
+        if pending:
+            tick = pending.pop(0)
+            runs.append(make_run(f"tick:{format_timestamp(tick)}", (), tick))
+            continue
+        if not remaining:
+            break
+        if pipeline.batch:
+            present_assets = frozenset(e.event.asset for e in remaining)
+            present_aliases = frozenset(a for e in remaining for a in e.aliases)
+            if not pipeline.condition.evaluate(present_assets, present_aliases):
+                break
+            taken, remaining = remaining, []
+            runs.append(make_run(f"v{version}", taken, None))
+        else:
+            # Any single event satisfies a batch=False schedule (checked when the pipeline is declared).
+            taken, remaining = remaining[:1], remaining[1:]
+            runs.append(make_run(f"event:{taken[0].event.id}", taken, None))
+        consumed.extend(taken)
+
+    changed = bool(added or consumed or runs or (new_ticks and last_tick != state.last_tick))
+    if not changed:
+        return Transition(before=state, after=state)
+    after = replace(
+        state,
+        version=version,
+        entries=tuple(remaining),
+        pending_ticks=tuple(pending),
+        last_tick=last_tick,
+    )
+    return Transition(
+        before=state,
+        after=after,
+        added=tuple(added),
+        consumed=tuple(consumed),
+        runs=tuple(runs),
+        more=more,
+    )

@@ -1,0 +1,288 @@
+"""Asset watchers: the message sources (SQS queues, Kafka topics) whose messages become asset events."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from assetflow.core.conditions import freeze_json, thaw_json
+from assetflow.core.errors import DefinitionError, DocumentError
+from assetflow.core.filters import validate_pattern
+
+_WATCHER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,75}(\.fifo)?$")
+_SQS_ARN = re.compile(r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:([A-Za-z0-9_-]{1,75}(\.fifo)?)$")
+_MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9-]+/[A-Za-z0-9-]+(-\d+)?$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_BROKER = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
+_FIELD_PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def _check_common(what: str, filter: Any, schema: Any, partition_key_field: Any) -> tuple[Any, Any]:
+    if filter is not None:
+        validate_pattern(filter, f"{what} filter")
+    if schema is not None and (not isinstance(schema, Mapping) or not schema):
+        raise DefinitionError(f"{what}: schema must be a JSON Schema given as a non-empty dict")
+    if partition_key_field is not None and (
+        not isinstance(partition_key_field, str) or not _FIELD_PATH.match(partition_key_field)
+    ):
+        raise DefinitionError(
+            f"{what}: partition_key_field must be a dotted path into the payload such as 'meta.day', "
+            f"got {partition_key_field!r}"
+        )
+    frozen_filter = freeze_json(dict(filter), f"{what} filter") if filter is not None else None
+    frozen_schema = freeze_json(dict(schema), f"{what} schema") if schema is not None else None
+    return frozen_filter, frozen_schema
+
+
+@dataclass(frozen=True)
+class SqsQueue:
+    """An SQS queue to watch: one the stack creates (``name``) or an existing one (``arn``).
+
+    ``filter`` is a content pattern on the JSON payload and ``schema`` a JSON Schema; messages that fail
+    either are quarantined with the reason, never dropped. ``partition_key_field`` names the payload field
+    whose value becomes the event's partition key.
+
+    Raises:
+        DefinitionError: the queue settings are invalid.
+
+    """
+
+    name: str | None = None
+    arn: str | None = None
+    fifo: bool | None = None
+    batch_size: int = 10
+    max_batching_window_seconds: int = 0
+    filter: Mapping[str, Any] | None = None
+    schema: Mapping[str, Any] | None = None
+    partition_key_field: str | None = None
+
+    def __post_init__(self) -> None:
+        what = f"SqsQueue({self.name or self.arn!r})"
+        if (self.name is None) == (self.arn is None):
+            raise DefinitionError(
+                f"{what}: give exactly one of name= (a queue the stack creates) or arn= (an existing queue)"
+            )
+        queue_name = self.name
+        if self.arn is not None:
+            match = _SQS_ARN.match(self.arn)
+            if not match:
+                raise DefinitionError(
+                    f"{what}: not an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>)"
+                )
+            queue_name = match.group(1)
+        elif not _QUEUE_NAME.match(self.name or ""):
+            raise DefinitionError(
+                f"{what}: a queue name has 1-80 characters of letters, digits, - and _ (FIFO names end in .fifo)"
+            )
+        named_fifo = (queue_name or "").endswith(".fifo")
+        if self.fifo is None:
+            object.__setattr__(self, "fifo", named_fifo)
+        elif self.fifo != named_fifo:
+            raise DefinitionError(f"{what}: FIFO queue names end in '.fifo' and only FIFO queue names do")
+        limit = 10 if self.fifo else 10_000
+        if not 1 <= self.batch_size <= limit:
+            raise DefinitionError(f"{what}: batch_size must be between 1 and {limit} for this queue type")
+        if not 0 <= self.max_batching_window_seconds <= 300:
+            raise DefinitionError(f"{what}: max_batching_window_seconds must be between 0 and 300")
+        if self.batch_size > 10 and self.max_batching_window_seconds == 0:
+            raise DefinitionError(
+                f"{what}: a batch_size above 10 needs max_batching_window_seconds of at least 1"
+            )
+        if self.fifo and self.max_batching_window_seconds:
+            raise DefinitionError(f"{what}: FIFO queues do not support a batching window")
+        frozen_filter, frozen_schema = _check_common(what, self.filter, self.schema, self.partition_key_field)
+        object.__setattr__(self, "filter", frozen_filter)
+        object.__setattr__(self, "schema", frozen_schema)
+
+    @property
+    def queue_name(self) -> str:
+        """The queue's name, from ``name`` or from the ARN."""
+        if self.name is not None:
+            return self.name
+        return self.arn.rsplit(":", 1)[1]  # type: ignore[union-attr]
+
+    def to_json(self) -> dict[str, Any]:
+        """The catalog document's SOURCE shape."""
+        return {
+            "type": "sqs",
+            "queue": self.name,
+            "queue_arn": self.arn,
+            "fifo": self.fifo,
+            "batch_size": self.batch_size,
+            "max_batching_window_seconds": self.max_batching_window_seconds,
+            "filter": thaw_json(self.filter),
+            "schema": thaw_json(self.schema),
+            "partition_key_field": self.partition_key_field,
+        }
+
+
+@dataclass(frozen=True)
+class MskCluster:
+    """An Amazon MSK cluster, by ARN."""
+
+    cluster_arn: str
+
+    def __post_init__(self) -> None:
+        if not _MSK_ARN.match(self.cluster_arn):
+            raise DefinitionError(
+                f"MskCluster: {self.cluster_arn!r} is not an MSK cluster ARN "
+                "(arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type": "msk", "cluster_arn": ...}``."""
+        return {"type": "msk", "cluster_arn": self.cluster_arn}
+
+
+@dataclass(frozen=True)
+class SelfManagedKafka:
+    """A self-managed Kafka cluster, by its bootstrap servers."""
+
+    bootstrap_servers: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        servers = (
+            (self.bootstrap_servers,) if isinstance(self.bootstrap_servers, str) else self.bootstrap_servers
+        )
+        object.__setattr__(self, "bootstrap_servers", tuple(servers))
+        if not self.bootstrap_servers or not all(_BROKER.match(s) for s in self.bootstrap_servers):
+            raise DefinitionError(
+                f"SelfManagedKafka: bootstrap servers must be host:port, got {self.bootstrap_servers!r}"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"type": "self_managed", "bootstrap_servers": [...]}``."""
+        return {"type": "self_managed", "bootstrap_servers": list(self.bootstrap_servers)}
+
+
+KafkaCluster = MskCluster | SelfManagedKafka
+
+
+@dataclass(frozen=True)
+class KafkaTopic:
+    """A Kafka topic to watch on MSK or a self-managed cluster.
+
+    ``cluster=None`` means the environment's default cluster (set in the deployment config; the local
+    runtime's own broker). Filter, schema and partition key work as for :class:`SqsQueue`.
+
+    Raises:
+        DefinitionError: the topic settings are invalid.
+
+    """
+
+    topic: str
+    cluster: KafkaCluster | None = None
+    consumer_group_id: str | None = None
+    starting_position: Literal["LATEST", "TRIM_HORIZON"] = "LATEST"
+    batch_size: int = 100
+    filter: Mapping[str, Any] | None = None
+    schema: Mapping[str, Any] | None = None
+    partition_key_field: str | None = None
+
+    def __post_init__(self) -> None:
+        what = f"KafkaTopic({self.topic!r})"
+        if not isinstance(self.topic, str) or not _TOPIC.match(self.topic) or self.topic in (".", ".."):
+            raise DefinitionError(
+                f"{what}: a topic name has 1-249 characters of letters, digits, '.', '_' and '-'"
+            )
+        if self.cluster is not None and not isinstance(self.cluster, MskCluster | SelfManagedKafka):
+            raise DefinitionError(f"{what}: cluster must be MskCluster(...) or SelfManagedKafka(...)")
+        if self.consumer_group_id is not None and not re.match(
+            r"^[A-Za-z0-9._-]{1,200}$", self.consumer_group_id
+        ):
+            raise DefinitionError(f"{what}: consumer_group_id has 1-200 letters, digits, '.', '_' or '-'")
+        if self.starting_position not in ("LATEST", "TRIM_HORIZON"):
+            raise DefinitionError(f"{what}: starting_position is 'LATEST' or 'TRIM_HORIZON'")
+        if not 1 <= self.batch_size <= 10_000:
+            raise DefinitionError(f"{what}: batch_size must be between 1 and 10000")
+        frozen_filter, frozen_schema = _check_common(what, self.filter, self.schema, self.partition_key_field)
+        object.__setattr__(self, "filter", frozen_filter)
+        object.__setattr__(self, "schema", frozen_schema)
+
+    def to_json(self) -> dict[str, Any]:
+        """The catalog document's SOURCE shape."""
+        return {
+            "type": "kafka",
+            "topic": self.topic,
+            "cluster": self.cluster.to_json() if self.cluster else None,
+            "consumer_group_id": self.consumer_group_id,
+            "starting_position": self.starting_position,
+            "batch_size": self.batch_size,
+            "filter": thaw_json(self.filter),
+            "schema": thaw_json(self.schema),
+            "partition_key_field": self.partition_key_field,
+        }
+
+
+WatcherSource = SqsQueue | KafkaTopic
+
+
+@dataclass(frozen=True)
+class AssetWatcher:
+    """Watches one message source; every accepted message becomes one event of the asset it is attached to.
+
+    Raises:
+        DefinitionError: the name or source is invalid.
+
+    """
+
+    name: str
+    source: WatcherSource = field()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _WATCHER_NAME.match(self.name):
+            raise DefinitionError(
+                f"AssetWatcher name {self.name!r}: 1-64 characters of letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit"
+            )
+        if not isinstance(self.source, SqsQueue | KafkaTopic):
+            raise DefinitionError(
+                f"AssetWatcher {self.name!r}: source must be SqsQueue(...) or KafkaTopic(...), "
+                f"not {type(self.source).__name__}"
+            )
+
+
+def source_from_json(doc: Mapping[str, Any]) -> WatcherSource:
+    """Rebuild a watcher source from its catalog document.
+
+    Raises:
+        DocumentError: the document is not a known source.
+
+    """
+    try:
+        if doc["type"] == "sqs":
+            return SqsQueue(
+                name=doc["queue"],
+                arn=doc["queue_arn"],
+                fifo=doc["fifo"],
+                batch_size=doc["batch_size"],
+                max_batching_window_seconds=doc["max_batching_window_seconds"],
+                filter=doc["filter"],
+                schema=doc["schema"],
+                partition_key_field=doc["partition_key_field"],
+            )
+        if doc["type"] == "kafka":
+            cluster_doc = doc["cluster"]
+            cluster: KafkaCluster | None = None
+            if cluster_doc is not None:
+                cluster = (
+                    MskCluster(cluster_doc["cluster_arn"])
+                    if cluster_doc["type"] == "msk"
+                    else SelfManagedKafka(tuple(cluster_doc["bootstrap_servers"]))
+                )
+            return KafkaTopic(
+                topic=doc["topic"],
+                cluster=cluster,
+                consumer_group_id=doc["consumer_group_id"],
+                starting_position=doc["starting_position"],
+                batch_size=doc["batch_size"],
+                filter=doc["filter"],
+                schema=doc["schema"],
+                partition_key_field=doc["partition_key_field"],
+            )
+    except (KeyError, TypeError, DefinitionError) as exc:
+        raise DocumentError(f"invalid watcher source document: {exc}") from exc
+    raise DocumentError(f"unknown watcher source type {doc.get('type')!r}")

@@ -1,0 +1,114 @@
+"""Load definitions from a folder of Python files (like Airflow's dags folder) or from a module."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+from assetflow.core.catalog import Catalog, Definition
+from assetflow.core.conditions import Asset
+from assetflow.core.errors import AssetflowError
+from assetflow.core.pipeline import Pipeline
+
+
+class LoadError(AssetflowError):
+    """A definitions file could not be imported; the message names the file and the cause."""
+
+
+@contextmanager
+def _importable(folder: Path) -> Iterator[None]:
+    # Files in the folder import each other by bare module name (as in Airflow's dags folder); the
+    # modules loaded for one catalog are dropped afterwards so that another folder can reuse the names.
+    before = set(sys.modules)
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
+        for name in set(sys.modules) - before:
+            module_file = getattr(sys.modules[name], "__file__", None) or ""
+            if Path(module_file).resolve().is_relative_to(folder):
+                del sys.modules[name]
+
+
+def _collect(module: ModuleType, origin: str, seen: set[int], found: list[Definition]) -> None:
+    for value in vars(module).values():
+        if isinstance(value, Pipeline | Asset) and id(value) not in seen:
+            seen.add(id(value))
+            found.append(Definition(value, origin))
+
+
+def _load_file(path: Path) -> ModuleType:
+    name = path.stem
+    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(path):
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise LoadError(f"{path}: {type(exc).__name__}: {exc}\n{_user_frames(exc, path)}") from exc
+    return module
+
+
+def _user_frames(exc: BaseException, path: Path) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(str(path.parent))]
+    return "".join(traceback.format_list(frames[-3:])).rstrip()
+
+
+def load_definitions(target: str | Path) -> list[Definition]:
+    """Import every ``*.py`` file of a folder (or one file, or a dotted module) and collect its definitions.
+
+    Module-level ``Pipeline`` and ``Asset`` objects are collected; assets reached through pipelines are
+    found by the catalog. Files whose names start with ``_`` are helpers and are not loaded on their own.
+
+    Raises:
+        LoadError: the target does not exist or a file fails to import.
+
+    """
+    found: list[Definition] = []
+    seen: set[int] = set()
+    path = Path(target)
+    if path.is_dir():
+        folder = path.resolve()
+        files = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+        if not files:
+            raise LoadError(f"{path}: no definition files (*.py) found")
+        with _importable(folder):
+            for file in files:
+                _collect(_load_file(file), f"{path}/{file.name}", seen, found)
+        return found
+    if path.suffix == ".py":
+        if not path.is_file():
+            raise LoadError(f"{path}: no such file")
+        folder = path.resolve().parent
+        with _importable(folder):
+            _collect(_load_file(path.resolve()), str(path), seen, found)
+        return found
+    try:
+        module = importlib.import_module(str(target))
+    except ImportError as exc:
+        raise LoadError(f"{target}: not a folder, a .py file or an importable module ({exc})") from exc
+    _collect(module, str(target), seen, found)
+    return found
+
+
+def load_catalog(target: str | Path) -> Catalog:
+    """Load and validate the definitions at ``target``.
+
+    Raises:
+        LoadError: a file fails to import.
+        CatalogError: the definitions are invalid as a whole.
+
+    """
+    return Catalog.build(load_definitions(target))

@@ -21,3 +21,15 @@ class CatalogError(AssetflowError):
 
 class DocumentError(AssetflowError, ValueError):
     """A serialised document (catalog, event, run) does not have the expected shape or version."""
+
+
+class ConflictError(AssetflowError):
+    """Another writer changed the state first (a lost optimistic-concurrency race); re-read and retry."""
+
+
+class NotFoundError(AssetflowError, LookupError):
+    """The asked-for record (run, pipeline, asset) does not exist."""
+
+
+class StoreUnavailableError(AssetflowError):
+    """The store refused or failed the request (throttling, a network error); retrying later may succeed."""

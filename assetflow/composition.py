@@ -1,0 +1,150 @@
+"""The composition root of the Lambda functions: settings from the environment, clients built once."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.adapters.eventbridge import EventBridgeBus
+from assetflow.core.catalog import Catalog
+from assetflow.usecases.evaluate import Evaluator
+from assetflow.usecases.ports import ListenerBus, NullBus
+
+
+class SettingsError(ValueError):
+    """A required environment variable is missing or invalid."""
+
+
+def utc_now() -> datetime:
+    """The clock the functions use (the core takes time as an input)."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What a function needs to know about its environment; names come from the stack's outputs."""
+
+    table_name: str
+    catalog_path: str
+    event_bus_name: str | None = None
+    runs_bucket: str | None = None
+    emr_application_id: str | None = None
+    emr_job_role_arn: str | None = None
+    code_prefix: str = "code/"
+    region: str | None = None
+    path_map: Mapping[str, str] | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Read settings from environment variables.
+
+        Raises:
+            SettingsError: TABLE_NAME or CATALOG_PATH is missing, or ASSETFLOW_PATH_MAP is not a JSON object.
+        """
+        missing = [name for name in ("TABLE_NAME", "CATALOG_PATH") if not environ.get(name)]
+        if missing:
+            raise SettingsError(f"missing environment variables: {', '.join(missing)}")
+        path_map = None
+        if environ.get("ASSETFLOW_PATH_MAP"):
+            try:
+                path_map = json.loads(environ["ASSETFLOW_PATH_MAP"])
+            except ValueError as exc:
+                raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object") from exc
+            if not isinstance(path_map, dict):
+                raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object")
+        return cls(
+            table_name=environ["TABLE_NAME"],
+            catalog_path=environ["CATALOG_PATH"],
+            event_bus_name=environ.get("EVENT_BUS_NAME") or None,
+            runs_bucket=environ.get("RUNS_BUCKET") or None,
+            emr_application_id=environ.get("EMR_APPLICATION_ID") or None,
+            emr_job_role_arn=environ.get("EMR_JOB_ROLE_ARN") or None,
+            code_prefix=environ.get("CODE_PREFIX", "code/"),
+            region=environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"),
+            path_map=path_map,
+        )
+
+
+class Dependencies:
+    """Clients and services, built on first use and kept for the container's life."""
+
+    def __init__(
+        self, settings: Settings, *, session: boto3.session.Session | None = None, launcher: Any = None
+    ) -> None:
+        self.settings = settings
+        self._session = session or boto3.session.Session()
+        self._launcher = launcher
+        self._config = Config(retries={"mode": "standard", "total_max_attempts": 4})
+
+    def client(self, service: str) -> Any:
+        """A client for ``service`` (endpoints from ``AWS_ENDPOINT_URL_*`` as boto3 reads them)."""
+        return self._session.client(service, region_name=self.settings.region, config=self._config)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """The compiled catalog shipped with the function."""
+        return Catalog.from_document(json.loads(Path(self.settings.catalog_path).read_text()))
+
+    @cached_property
+    def store(self) -> DynamoDbStore:
+        """The DynamoDB store."""
+        return DynamoDbStore(self.client("dynamodb"), self.settings.table_name)
+
+    @cached_property
+    def bus(self) -> ListenerBus:
+        """The listener bus (dropped when no bus is configured)."""
+        if not self.settings.event_bus_name:
+            return NullBus()
+        return EventBridgeBus(self.client("events"), self.settings.event_bus_name)
+
+    @cached_property
+    def launcher(self) -> Any:
+        """The EMR Serverless launcher."""
+        if self._launcher is not None:
+            return self._launcher
+        from assetflow.adapters.emr import EmrServerlessLauncher  # noqa: PLC0415  (only the evaluator needs EMR)
+
+        s = self.settings
+        if not (s.runs_bucket and s.emr_application_id and s.emr_job_role_arn):
+            raise SettingsError(
+                "RUNS_BUCKET, EMR_APPLICATION_ID and EMR_JOB_ROLE_ARN are needed to submit runs"
+            )
+        return EmrServerlessLauncher(
+            emr_client=self.client("emr-serverless"),
+            s3_client=self.client("s3"),
+            application_id=s.emr_application_id,
+            execution_role_arn=s.emr_job_role_arn,
+            runs_bucket=s.runs_bucket,
+            code_prefix=s.code_prefix,
+            events_table=s.table_name,
+            region=s.region,
+            path_map=s.path_map,
+        )
+
+    @cached_property
+    def evaluator(self) -> Evaluator:
+        """The evaluator over the store, the launcher and the bus."""
+        return Evaluator(
+            catalog=self.catalog, store=self.store, launcher=self.launcher, bus=self.bus, clock=utc_now
+        )
+
+
+_deps: Dependencies | None = None
+
+
+def dependencies() -> Dependencies:
+    """The container's dependencies, built once from the environment."""
+    global _deps  # one composition per Lambda container
+    if _deps is None:
+        _deps = Dependencies(Settings.from_env(os.environ))
+    return _deps

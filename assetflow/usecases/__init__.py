@@ -1,0 +1,1 @@
+"""Use cases: what the Lambda functions and the local runtime do, over the store, launcher and bus ports."""

@@ -1,0 +1,219 @@
+"""The evaluator: turns each new asset event into queue entries and runs, safely under concurrency."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.core.catalog import Catalog
+from assetflow.core.errors import AssetflowError, ConflictError, NotFoundError
+from assetflow.core.events import AssetEvent, Run
+from assetflow.core.pipeline import Pipeline
+from assetflow.core.scheduler import QueueEntry, Skip, advance, route_event
+from assetflow.usecases.ports import Launcher, ListenerBus, NullBus
+
+logger = logging.getLogger(__name__)
+
+LISTENER_SOURCE = "assetflow"
+
+
+class SubmissionError(AssetflowError):
+    """One or more runs could not be submitted now; they stay queued and are retried."""
+
+
+@dataclass
+class Evaluation:
+    """What handling one event (or tick, or run end) did."""
+
+    routed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    conflicts: int = 0
+
+
+class Evaluator:
+    """Routes events to pipeline queues, applies the core's transitions conditionally, submits new runs."""
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        store: DynamoDbStore,
+        launcher: Launcher,
+        clock: Callable[[], datetime],
+        bus: ListenerBus | None = None,
+        max_attempts: int = 12,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.launcher = launcher
+        self.bus = bus or NullBus()
+        self.clock = clock
+        self.max_attempts = max_attempts
+        self._sleep = sleep
+        self._rng = rng or random.Random()  # noqa: S311  (jitter, not security)
+
+    # ---- entry points --------------------------------------------------------------------------------
+
+    def handle_event(self, event: AssetEvent) -> Evaluation:
+        """Handle one new asset event from the table's stream.
+
+        Raises:
+            ConflictError: the queue stayed contended past every retry; fail the record so it comes back.
+            StoreUnavailableError: throttled; fail the record so it comes back.
+            SubmissionError: a created run could not be submitted; it is kept and retried.
+        """
+        known = self.catalog.assets.get(event.asset)
+        if self._retrying(lambda: self.store.record_asset(event, name=known.name if known else None)):
+            self.bus.publish(
+                "AssetCreated", {"uri": event.asset, "name": known.name if known else event.asset}
+            )
+        self.bus.publish("AssetChanged", {"uri": event.asset, "event_id": event.id})
+        self.bus.publish("AssetEventEmitted", event.to_json())
+
+        result = Evaluation()
+        aliases = self.store.aliases_of(event.asset)
+        routes, skips = route_event(event, self.catalog.consumers(event.asset, aliases))
+        result.skipped = skips
+        for skip in skips:
+            logger.info(
+                "event not routed",
+                extra={"event_id": event.id, "pipeline": skip.pipeline, "reason": skip.reason},
+            )
+        for route in routes:
+            pipeline = self.catalog.pipelines[route.pipeline]
+            result.routed.append((route.pipeline, route.key))
+            result.runs += self._advance(
+                pipeline, route.key, [QueueEntry(event, route.aliases)], result=result
+            )
+        self._submit(result.runs, also_retry={r for r, _ in result.routed})
+        return result
+
+    def handle_tick(self, pipeline_id: str, scheduled_time: datetime) -> Evaluation:
+        """Handle a cron tick of an ``AssetOrTimeSchedule`` pipeline (redelivered ticks are ignored).
+
+        Raises:
+            NotFoundError: no such pipeline in the catalog.
+        """
+        pipeline = self._pipeline(pipeline_id)
+        result = Evaluation()
+        result.runs = self._advance(pipeline, "", (), ticks=[scheduled_time], result=result)
+        self._submit(result.runs, also_retry={pipeline_id})
+        return result
+
+    def release(self, pipeline_id: str) -> Evaluation:
+        """Re-evaluate a pipeline's queues after one of its runs ended (held events may now run)."""
+        pipeline = self._pipeline(pipeline_id)
+        result = Evaluation()
+        for key in self.store.queue_keys(pipeline_id):
+            result.runs += self._advance(pipeline, key, (), result=result)
+        self._submit(result.runs, also_retry={pipeline_id})
+        return result
+
+    # ---- internals -----------------------------------------------------------------------------------
+
+    def _pipeline(self, pipeline_id: str) -> Pipeline:
+        try:
+            return self.catalog.pipelines[pipeline_id]
+        except KeyError:
+            raise NotFoundError(f"no pipeline {pipeline_id!r} in the catalog") from None
+
+    def _retrying(self, operation: Callable[[], bool]) -> bool:
+        for attempt in range(self.max_attempts):
+            try:
+                return operation()
+            except ConflictError:
+                self._backoff(attempt)
+        return operation()
+
+    def _backoff(self, attempt: int) -> None:
+        # Full jitter keeps racing evaluators from retrying in lockstep.
+        self._sleep(min(1.0, 0.01 * 2**attempt) * (0.5 + self._rng.random()))
+
+    def _advance(
+        self,
+        pipeline: Pipeline,
+        key: str,
+        entries: Sequence[QueueEntry],
+        *,
+        ticks: Iterable[datetime] = (),
+        result: Evaluation,
+    ) -> list[Run]:
+        created: list[Run] = []
+        pending_entries = list(entries)
+        pending_ticks = list(ticks)
+        for attempt in range(self.max_attempts):
+            stored = self.store.read_queue(pipeline.id, key)
+            if pending_entries:
+                seen = self.store.already_queued(pipeline.id, key, [e.event.id for e in pending_entries])
+                pending_entries = [e for e in pending_entries if e.event.id not in seen]
+            transition = advance(
+                pipeline,
+                stored.state,
+                active_runs=self.store.active_runs(pipeline.id),
+                now=self.clock(),
+                entries=pending_entries,
+                ticks=pending_ticks,
+            )
+            if not transition.changed:
+                return created
+            try:
+                self.store.apply(pipeline, stored, transition)
+            except ConflictError:
+                result.conflicts += 1
+                self._backoff(attempt)
+                continue
+            created += transition.runs
+            for run in transition.runs:
+                logger.info(
+                    "run created",
+                    extra={
+                        "run_id": run.run_id,
+                        "pipeline": pipeline.id,
+                        "partition_key": run.partition_key,
+                        "events": len(run.triggering_events),
+                    },
+                )
+            if not transition.more:
+                return created
+            pending_entries, pending_ticks = [], []
+        raise ConflictError(
+            f"queue {pipeline.id}/{key or '-'} stayed contended after {self.max_attempts} attempts"
+        )
+
+    def _submit(self, runs: Sequence[Run], *, also_retry: set[str]) -> None:
+        failures: list[str] = []
+        todo = {run.run_id: run for run in runs}
+        # Runs an earlier invocation created but could not submit (a crash, a throttled StartJobRun).
+        for pipeline_id in sorted(also_retry):
+            for run in self.store.unsubmitted_runs(pipeline_id):
+                todo.setdefault(run.run_id, run)
+        for run in todo.values():
+            if run.job_run_id:
+                continue
+            pipeline = self.catalog.pipelines.get(run.pipeline)
+            if pipeline is None:
+                failures.append(f"{run.run_id}: pipeline {run.pipeline!r} is no longer in the catalog")
+                continue
+            try:
+                job_run_id = self.launcher.submit(run, pipeline)
+            except Exception as exc:
+                self.store.record_submission_failure(
+                    run.run_id, f"{type(exc).__name__}: {exc}", now=self.clock()
+                )
+                logger.warning("run submission failed", extra={"run_id": run.run_id, "error": str(exc)})
+                failures.append(f"{run.run_id}: {exc}")
+                continue
+            try:
+                self.store.mark_submitted(run.run_id, job_run_id)
+            except ConflictError as exc:
+                logger.warning("run already submitted", extra={"run_id": run.run_id, "error": str(exc)})
+        if failures:
+            raise SubmissionError("runs not submitted (kept, retried): " + "; ".join(failures))

@@ -1,0 +1,1 @@
+"""Lambda handlers: thin adapters from AWS events to assetflow's use cases."""

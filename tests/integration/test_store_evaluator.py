@@ -1,0 +1,226 @@
+"""The evaluator on DynamoDB Local: the contract of DESIGN §3 with real conditional writes and transactions."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from assetflow import Asset, AssetAlias, Catalog, PartitionedAssetSchedule, Pipeline, SparkJob
+from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.core.events import AssetEvent, Run, RunState
+from assetflow.core.pipeline import Pipeline as PipelineType
+from assetflow.core.schedules import DailyMapper
+from assetflow.usecases.evaluate import Evaluator, SubmissionError
+
+T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
+JOB = SparkJob("spark_jobs/job.py")
+A, B, C = (Asset(f"x-test://{n}") for n in "abc")
+
+
+class RecordingLauncher:
+    """Stands in for EMR Serverless: records submissions, can be told to fail."""
+
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+        self.fail = False
+        self._lock = threading.Lock()
+
+    def submit(self, run: Run, pipeline: PipelineType) -> str:
+        if self.fail:
+            raise RuntimeError("ThrottlingException: rate exceeded")
+        with self._lock:
+            self.submitted.append(run.run_id)
+        return f"job-{run.run_id}"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self._ticks = itertools.count()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return T0 + timedelta(milliseconds=next(self._ticks))
+
+
+@pytest.fixture
+def store(dynamodb_client: Any) -> DynamoDbStore:
+    db = DynamoDbStore(dynamodb_client, f"assetflow-{uuid.uuid4().hex[:10]}")
+    db.create_table()
+    return db
+
+
+def evaluator_for(
+    store: DynamoDbStore,
+    *pipelines: Pipeline,
+    launcher: RecordingLauncher | None = None,
+    clock: Clock | None = None,
+) -> Evaluator:
+    return Evaluator(
+        catalog=Catalog.build(pipelines),
+        store=store,
+        launcher=launcher or RecordingLauncher(),
+        clock=clock or Clock(),
+    )
+
+
+def emit(
+    store: DynamoDbStore, asset: Asset, n: int, *, key: str | None = None, source: dict | None = None
+) -> AssetEvent:
+    event = AssetEvent(
+        asset.uri, f"e{n:05d}", T0 + timedelta(seconds=n), {"n": n}, source or {"type": "api"}, key
+    )
+    stored, created = store.put_event(event, dedupe_key=f"test:{n}")
+    assert created
+    return stored
+
+
+def test_reference_timeline_on_dynamodb(store: DynamoDbStore) -> None:
+    a1, a2, a3 = (Asset(f"s3://bucket/example_asset_{i}") for i in (1, 2, 3))
+    evaluator = evaluator_for(store, Pipeline("timeline", schedule=[a1, a2, a3], job=JOB))
+    owner = {1: a1, 2: a1, 4: a1, 6: a1, 13: a1, 3: a2, 5: a2, 8: a2, 10: a2, 12: a2, 7: a3, 9: a3, 11: a3}
+    runs_at = [n for n in range(1, 14) if evaluator.handle_event(emit(store, owner[n], n)).runs]
+    assert runs_at == [7, 13]
+    page = store.list_runs("timeline").to_json()
+    assert len(page["items"]) == 2
+    newest = store.get_run(page["items"][0]["run_id"])
+    assert [e.id for e in newest.triggering_events] == [f"e{n:05d}" for n in range(8, 14)]
+    assert newest.job_run_id == f"job-{newest.run_id}"
+    assert store.list_queue("timeline") == []
+
+
+def test_redelivered_stream_record_is_not_queued_again(store: DynamoDbStore) -> None:
+    evaluator = evaluator_for(store, Pipeline("both", schedule=A & B, job=JOB))
+    first = emit(store, A, 1)
+    evaluator.handle_event(first)
+    evaluator.handle_event(first)  # the stream delivers the record again
+    evaluator.handle_event(emit(store, B, 2))
+    (run,) = (store.get_run(r["run_id"]) for r in store.list_runs("both").items)
+    assert [e.id for e in run.triggering_events] == ["e00001", "e00002"]
+    # ...also after the event was consumed by a run.
+    assert evaluator.handle_event(first).runs == []
+    assert store.list_queue("both") == []
+
+
+def test_max_active_runs_holds_the_queue_until_a_run_ends(store: DynamoDbStore) -> None:
+    evaluator = evaluator_for(store, Pipeline("held", schedule=A, job=JOB, max_active_runs=1))
+    (first,) = evaluator.handle_event(emit(store, A, 1)).runs
+    assert evaluator.handle_event(emit(store, A, 2)).runs == []
+    assert evaluator.handle_event(emit(store, A, 3)).runs == []
+    assert [row["event"]["id"] for row in store.list_queue("held")] == ["e00002", "e00003"]
+    assert store.active_runs("held") == 1
+
+    run, moved = store.set_run_state(first.run_id, RunState.SUCCESS)
+    assert moved and run.state is RunState.SUCCESS
+    assert store.set_run_state(first.run_id, RunState.RUNNING) == (run, False)  # late, out of order
+    assert store.active_runs("held") == 0
+    (second,) = evaluator.release("held").runs
+    assert [e.id for e in store.get_run(second.run_id).triggering_events] == ["e00002", "e00003"]
+    assert store.active_runs("held") == 1
+
+
+def test_batch_false_makes_one_run_per_event(store: DynamoDbStore) -> None:
+    evaluator = evaluator_for(
+        store, Pipeline("each", schedule=A | B, job=JOB, batch=False, max_active_runs=2)
+    )
+    for n, asset in enumerate([A, B, A], start=1):
+        evaluator.handle_event(emit(store, asset, n))
+    runs = [store.get_run(r["run_id"]) for r in store.list_runs("each").items]
+    assert sorted(e.id for r in runs for e in r.triggering_events) == ["e00001", "e00002"]
+    assert [row["event"]["id"] for row in store.list_queue("each")] == ["e00003"]
+    store.set_run_state(runs[0].run_id, RunState.FAILED)
+    (third,) = evaluator.release("each").runs
+    assert [e.id for e in store.get_run(third.run_id).triggering_events] == ["e00003"]
+
+
+def test_partitioned_pipeline_keeps_a_queue_per_day(store: DynamoDbStore) -> None:
+    daily = Pipeline("daily", schedule=PartitionedAssetSchedule(A & B, DailyMapper()), job=JOB)
+    plain = Pipeline("plain", schedule=A, job=JOB)
+    evaluator = evaluator_for(store, daily, plain)
+    evaluator.handle_event(emit(store, A, 1, key="2026-11-21T01:00:00Z"))
+    evaluator.handle_event(emit(store, B, 2, key="2026-11-22T01:00:00Z"))
+    result = evaluator.handle_event(emit(store, B, 3, key="2026-11-21T09:00:00Z"))
+    assert [(r.pipeline, r.partition_key) for r in result.runs] == [("daily", "2026-11-21")]
+    assert sorted(store.queue_keys("daily")) == ["2026-11-22"]
+    # An event a partitioned run produced reaches only partition-aware pipelines.
+    produced = emit(store, A, 4, key="2026-11-22", source={"type": "run", "run_id": "r1", "pipeline": "x"})
+    outcome = evaluator.handle_event(produced)
+    assert [p for p, _ in outcome.routed] == ["daily"]
+    assert [s.pipeline for s in outcome.skipped] == ["plain"]
+
+
+def test_alias_consumers_see_resolved_assets(store: DynamoDbStore) -> None:
+    producer = Pipeline("producer", schedule=C, job=JOB, outlets=[AssetAlias("exports")])
+    consumer = Pipeline("consumer", schedule=AssetAlias("exports"), job=JOB)
+    evaluator = evaluator_for(store, producer, consumer)
+    target = Asset("s3://bucket/exports/acme")
+    assert store.add_alias_resolution("exports", target.uri, now=T0)
+    assert not store.add_alias_resolution("exports", target.uri, now=T0)
+    result = evaluator.handle_event(emit(store, target, 1))
+    assert [r.pipeline for r in result.runs] == ["consumer"]
+
+
+def test_failed_submission_keeps_the_run_and_a_later_invocation_submits_it(store: DynamoDbStore) -> None:
+    launcher = RecordingLauncher()
+    evaluator = evaluator_for(store, Pipeline("flaky", schedule=A, job=JOB), launcher=launcher)
+    launcher.fail = True
+    with pytest.raises(SubmissionError):
+        evaluator.handle_event(emit(store, A, 1))
+    (row,) = store.list_runs("flaky").items
+    assert row["state"] == "queued" and row["job_run_id"] is None
+    launcher.fail = False
+    evaluator.handle_event(emit(store, A, 2))
+    runs = {r["run_id"]: r for r in store.list_runs("flaky").items}
+    assert set(launcher.submitted) == set(runs)
+    assert all(r["job_run_id"] for r in runs.values())
+
+
+@pytest.mark.slow
+def test_racing_evaluators_make_exactly_one_run_per_satisfied_condition(store: DynamoDbStore) -> None:
+    # Given an a & b pipeline and 4 evaluator threads that each drain a share of 160 events
+    launcher = RecordingLauncher()
+    pipeline = Pipeline("race", schedule=A & B, job=JOB)
+    clock = Clock()
+    evaluators = [evaluator_for(store, pipeline, launcher=launcher, clock=clock) for _ in range(4)]
+    events = [emit(store, A if n % 2 else B, n) for n in range(160)]
+    errors: list[BaseException] = []
+    conflicts: list[int] = []
+
+    def drain(worker: int) -> None:
+        try:
+            for event in events[worker::4]:
+                conflicts.append(evaluators[worker].handle_event(event).conflicts)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drain, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    # Then no event is lost or consumed twice, and every run had both assets
+    runs = [store.get_run(r["run_id"]) for r in _all_runs(store, "race")]
+    consumed = [e.id for r in runs for e in r.triggering_events]
+    queued = [row["event"]["id"] for row in store.list_queue("race")]
+    assert len(consumed) == len(set(consumed))
+    assert sorted(consumed + queued) == sorted(e.id for e in events)
+    assert all(r.triggering_asset_events.keys() == {A.uri, B.uri} for r in runs)
+    assert sorted(launcher.submitted) == sorted(r.run_id for r in runs)
+    assert len(runs) >= 1
+    print(f"racing evaluators: {len(runs)} runs, {sum(conflicts)} lost races retried")
+
+
+def _all_runs(store: DynamoDbStore, pipeline: str) -> list[dict]:
+    rows, token = [], None
+    while True:
+        page = store.list_runs(pipeline, limit=100, token=token)
+        rows += page.items
+        if not page.next:
+            return rows
+        token = page.next

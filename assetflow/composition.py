@@ -112,7 +112,7 @@ class Dependencies:
         """The EMR Serverless launcher."""
         if self._launcher is not None:
             return self._launcher
-        from assetflow.adapters.emr import EmrServerlessLauncher  # noqa: PLC0415  (only the evaluator needs EMR)
+        from assetflow.adapters.emr import EmrServerlessLauncher
 
         s = self.settings
         if not (s.runs_bucket and s.emr_application_id and s.emr_job_role_arn):

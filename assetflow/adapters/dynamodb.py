@@ -771,7 +771,9 @@ class DynamoDbStore:
                             "TableName": self.table,
                             "Key": {"pk": _s(f"RUN#{run_id}"), "sk": _s("#RUN")},
                             "UpdateExpression": "SET job_run_id = :j REMOVE unsubmitted",
-                            "ConditionExpression": "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)",
+                            "ConditionExpression": (
+                                "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
+                            ),
                             "ExpressionAttributeValues": {":j": _s(job_run_id)},
                         }
                     },

@@ -195,7 +195,7 @@ def test_racing_evaluators_make_exactly_one_run_per_satisfied_condition(store: D
         try:
             for event in events[worker::4]:
                 conflicts.append(evaluators[worker].handle_event(event).conflicts)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=drain, args=(w,)) for w in range(4)]

@@ -11,7 +11,7 @@ $(STAMP): requirements*.txt pyproject.toml package.json package-lock.json
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check $(foreach f,$(wildcard requirements*.txt),-r $(f))
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
-	npm ci --no-audit --no-fund --loglevel=error
+	bash scripts/install-tools.sh
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,0 +1,1 @@
+"""Integration tests: real AWS APIs and Kafka on the local emulators."""

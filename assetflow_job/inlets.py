@@ -1,0 +1,190 @@
+"""``inlet_events``: the lazy, time-ordered history of each inlet asset, read from the events table."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable, Protocol, overload
+
+from assetflow_job.errors import UndeclaredInletError
+from assetflow_job.events import AssetEvent
+from assetflow_job.refs import AliasRef, match_key, resolve_key
+from assetflow_job.storage import boto3_client, endpoint_url
+
+logger = logging.getLogger(__name__)
+
+
+class EventReader(Protocol):
+    """Reads one asset's events, oldest first, a page at a time (tests pass a fake)."""
+
+    def read_page(self, uri: str, cursor: Any) -> tuple[list[AssetEvent], Any]:
+        """Return the events after ``cursor`` (None: from the start) and the next cursor (None: no more)."""
+        ...
+
+
+class DynamoDbEventReader:
+    """Reads an asset's events from the single table: ``pk = ASSET#<uri>``, ``sk`` beginning ``EVENT#``."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        region: str | None = None,
+        endpoint: str | None = None,
+        page_size: int = 100,
+        client: Any = None,
+    ) -> None:
+        if not table_name:
+            raise ValueError("the events table needs a name")
+        if page_size < 1:
+            raise ValueError("page_size must be at least 1")
+        self._table_name = table_name
+        self._region = region
+        self._endpoint = endpoint
+        self._page_size = page_size
+        self._client = client
+
+    def read_page(self, uri: str, cursor: Any) -> tuple[list[AssetEvent], Any]:
+        """Query one page of the asset's events in sort-key order, which is (timestamp, id) order."""
+        if self._client is None:
+            self._client = boto3_client(
+                "dynamodb", region=self._region, endpoint=endpoint_url("DYNAMODB", self._endpoint)
+            )
+        request: dict[str, Any] = {
+            "TableName": self._table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": {"S": f"ASSET#{uri}"}, ":prefix": {"S": "EVENT#"}},
+            "ExpressionAttributeNames": {"#event": "event"},
+            "ProjectionExpression": "#event",
+            "ScanIndexForward": True,
+            "Limit": self._page_size,
+        }
+        if cursor is not None:
+            request["ExclusiveStartKey"] = cursor
+        response = self._client.query(**request)
+        events = [
+            AssetEvent.from_dict(json.loads(item["event"]["S"]), asset=uri)
+            for item in response.get("Items", [])
+        ]
+        logger.debug(
+            "events page read uri=%s count=%d more=%s", uri, len(events), "LastEvaluatedKey" in response
+        )
+        return events, response.get("LastEvaluatedKey")
+
+
+class LazyAssetEvents(Sequence[AssetEvent]):
+    """An asset's events, earliest first, fetched only as far as the job looks.
+
+    Indexing from the front, iterating and ``bool()`` read pages as needed; ``len()``, negative
+    indexes and open-ended slices read to the end. Pages are kept, so nothing is read twice.
+    """
+
+    def __init__(self, uri: str, reader: EventReader) -> None:
+        self.uri = uri
+        self._reader = reader
+        self._events: list[AssetEvent] = []
+        self._cursor: Any = None
+        self._exhausted = False
+
+    def _fetch_page(self) -> bool:
+        if self._exhausted:
+            return False
+        page, cursor = self._reader.read_page(self.uri, self._cursor)
+        self._events.extend(page)
+        self._cursor = cursor
+        self._exhausted = cursor is None
+        return True
+
+    def _fill_to(self, count: int) -> None:
+        while len(self._events) < count and self._fetch_page():
+            pass
+
+    def _fill_all(self) -> None:
+        while self._fetch_page():
+            pass
+
+    def __len__(self) -> int:
+        self._fill_all()
+        return len(self._events)
+
+    def __bool__(self) -> bool:
+        self._fill_to(1)
+        return bool(self._events)
+
+    @overload
+    def __getitem__(self, index: int) -> AssetEvent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[AssetEvent]: ...
+
+    def __getitem__(self, index: int | slice) -> AssetEvent | list[AssetEvent]:
+        if isinstance(index, slice):
+            start, stop, step = index.start, index.stop, index.step
+            bounded = stop is not None and stop >= 0 and (start is None or start >= 0) and (step or 1) > 0
+            if bounded:
+                self._fill_to(stop)
+            else:
+                self._fill_all()
+            return self._events[index]
+        if index < 0:
+            self._fill_all()
+        else:
+            self._fill_to(index + 1)
+        return self._events[index]
+
+    def __iter__(self) -> Iterator[AssetEvent]:
+        position = 0
+        while True:
+            self._fill_to(position + 1)
+            if position >= len(self._events):
+                return
+            yield self._events[position]
+            position += 1
+
+    def __repr__(self) -> str:
+        state = "complete" if self._exhausted else "partial"
+        return f"<LazyAssetEvents {self.uri!r} {len(self._events)} loaded, {state}>"
+
+
+class InletEventAccessors:
+    """``ctx.inlet_events[asset]``: the event history of each asset the pipeline declares as an inlet."""
+
+    def __init__(self, inlets: Sequence[str], reader_factory: Callable[[], EventReader]) -> None:
+        self._inlets = {match_key(uri): uri for uri in inlets}
+        self._reader_factory = reader_factory
+        self._reader: EventReader | None = None
+        self._accessors: dict[str, LazyAssetEvents] = {}
+
+    def __getitem__(self, key: object) -> LazyAssetEvents:
+        ref = resolve_key(key)
+        if isinstance(ref, AliasRef):
+            raise UndeclaredInletError(
+                f"inlet_events takes assets; the alias {ref.name!r} is not resolved inside the job. "
+                "Declare the assets it stands for as inlets."
+            )
+        uri = self._inlets.get(match_key(ref.uri))
+        if uri is None:
+            declared = ", ".join(sorted(self._inlets.values())) or "none"
+            raise UndeclaredInletError(
+                f"{ref.uri!r} is not an inlet of this pipeline (declared inlets: {declared}); "
+                "add it to the pipeline's inlets to read its events"
+            )
+        if uri not in self._accessors:
+            if self._reader is None:
+                self._reader = self._reader_factory()
+            self._accessors[uri] = LazyAssetEvents(uri, self._reader)
+        return self._accessors[uri]
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            ref = resolve_key(key)
+        except TypeError:
+            return False
+        return not isinstance(ref, AliasRef) and match_key(ref.uri) in self._inlets
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._inlets.values())
+
+    def __len__(self) -> int:
+        return len(self._inlets)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,10 @@ from assetflow.adapters.eventbridge import EventBridgeBus
 from assetflow.core.catalog import Catalog
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.ports import ListenerBus, NullBus
+from assetflow.usecases.runs import RunStates
+
+if typing.TYPE_CHECKING:  # jsonschema loads only in the ingest functions, which use the translator
+    from assetflow.adapters.messages import MessageTranslator
 
 
 class SettingsError(ValueError):
@@ -132,10 +137,37 @@ class Dependencies:
         )
 
     @cached_property
+    def messages(self) -> MessageTranslator:
+        """The ingest translator over the catalog, with every watcher's JSON Schema checked and compiled.
+
+        Raises:
+            DefinitionError: a watcher's schema is not a valid JSON Schema (a definition error: the function
+                fails rather than quarantine every message for it).
+        """
+        from assetflow.adapters.messages import MessageTranslator  # only ingest needs jsonschema
+
+        return MessageTranslator(self.catalog)
+
+    @cached_property
     def evaluator(self) -> Evaluator:
         """The evaluator over the store, the launcher and the bus."""
         return Evaluator(
             catalog=self.catalog, store=self.store, launcher=self.launcher, bus=self.bus, clock=utc_now
+        )
+
+    @cached_property
+    def run_states(self) -> RunStates:
+        """Job state changes into run states; a successful run's outlets into asset events."""
+        if not self.settings.runs_bucket:
+            raise SettingsError("RUNS_BUCKET is needed to read the outlet metadata of runs")
+        return RunStates(
+            catalog=self.catalog,
+            store=self.store,
+            s3_client=self.client("s3"),
+            evaluator=self.evaluator,
+            clock=utc_now,
+            runs_bucket=self.settings.runs_bucket,
+            job_lookup=getattr(self.launcher, "run_id_of_job", None),
         )
 
 

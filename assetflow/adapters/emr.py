@@ -1,0 +1,358 @@
+"""EMR Serverless: the run context and outlet metadata in S3, and ``StartJobRun`` with an idempotency token."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from assetflow.core.conditions import thaw_json
+from assetflow.core.errors import AssetflowError, DocumentError, StoreUnavailableError
+from assetflow.core.events import Run, format_timestamp
+from assetflow.core.pipeline import Pipeline
+from assetflow.usecases.evaluate import SubmissionError
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_FORMAT = "assetflow.run-context"
+OUTLET_METADATA_FORMAT = "assetflow.outlet-metadata"
+DOCUMENT_VERSION = 1
+CONTEXT_ARGUMENT = "--assetflow-context"
+RUNS_PREFIX = "runs/"
+#: The ``--py-files`` archive under the code prefix: the job-side helper and ``spark_jobs.common``. The same
+#: name as ``infra.bundle.PY_FILES_ARCHIVE`` (what the CDK ``BucketDeployment`` uploads) and ``spark_jobs/package.py``.
+PY_FILES_ARCHIVE = "assetflow_jobs.zip"
+#: Tag keys on every job run, so a job run leads back to its run (also without the store).
+RUN_ID_TAG = "assetflow:run-id"
+PIPELINE_TAG = "assetflow:pipeline"
+CLIENT_TOKEN_MAX = 64  # StartJobRun: 1-64 characters of [A-Za-z0-9._-]
+
+# Worth retrying later: the service is busy or failing, not refusing this request.
+_RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ServiceQuotaExceededException",
+        "InternalServerException",
+        "InternalServerError",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "SlowDown",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+_MEMO_SIZE = 1024
+
+
+class SubmissionRejectedError(AssetflowError):
+    """EMR Serverless or S3 refused the submission as made (validation, conflict, access, missing resource).
+
+    Retrying the same request does not help: the run stays queued with this error until an operator fixes
+    the configuration (role, application, bucket) or the pipeline's job definition.
+    """
+
+
+class EmrUnavailableError(AssetflowError):
+    """EMR Serverless is throttling or failing a read; retrying later may succeed."""
+
+
+class OutletMetadataError(DocumentError):
+    """The outlet metadata a job wrote is not a version-1 ``assetflow.outlet-metadata`` document."""
+
+
+def client_token(run_id: str) -> str:
+    """StartJobRun's idempotency token for a run: the same for every attempt, within EMR's 64 characters."""
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:48]
+    return f"assetflow-{digest}"
+
+
+def run_prefix(runs_bucket: str, pipeline: str, run_id: str) -> str:
+    """``s3://<bucket>/runs/<pipeline>/<run_id>/``: where a run's context and outlet metadata live."""
+    return f"s3://{runs_bucket}/{RUNS_PREFIX}{pipeline}/{run_id}/"
+
+
+def context_uri(runs_bucket: str, pipeline: str, run_id: str) -> str:
+    """The S3 URI of a run's context document."""
+    return run_prefix(runs_bucket, pipeline, run_id) + "context.json"
+
+
+def outlet_metadata_uri(runs_bucket: str, pipeline: str, run_id: str) -> str:
+    """The S3 URI the job writes its outlet metadata to when it succeeds."""
+    return run_prefix(runs_bucket, pipeline, run_id) + "outlets.json"
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """The bucket and key of an ``s3://bucket/key`` URI.
+
+    Raises:
+        ValueError: the URI is not an S3 object URI.
+    """
+    parts = urlsplit(uri)
+    key = parts.path.lstrip("/")
+    if parts.scheme != "s3" or not parts.netloc or not key:
+        raise ValueError(f"not an s3://bucket/key URI: {uri!r}")
+    return parts.netloc, key
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace: equal documents give equal text (and equal ids, hashes and bodies)."""
+    return json.dumps(thaw_json(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def run_context_document(
+    run: Run,
+    pipeline: Pipeline,
+    *,
+    metadata_uri: str,
+    events_table: Mapping[str, Any],
+    path_map: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """The run context (docs/contracts.md) the job reads through ``--assetflow-context``."""
+    return {
+        "format": CONTEXT_FORMAT,
+        "version": DOCUMENT_VERSION,
+        "run_id": run.run_id,
+        "pipeline": run.pipeline,
+        "partition_key": run.partition_key,
+        "created_at": format_timestamp(run.created_at),
+        "triggering_asset_events": {
+            uri: [e.to_json() for e in sorted(events, key=lambda e: e.sort_key)]
+            for uri, events in sorted(run.triggering_asset_events.items())
+        },
+        "outlets": [o.to_json() for o in pipeline.outlets],
+        "inlets": [i.to_json() for i in pipeline.inlets],
+        "outlet_metadata_uri": metadata_uri,
+        "events_table": dict(events_table),
+        "path_map": dict(path_map or {}),
+    }
+
+
+def _code_uri(runs_bucket: str, code_prefix: str, path: str) -> str:
+    if path.startswith("s3://"):
+        return path
+    prefix = code_prefix.strip("/")
+    return f"s3://{runs_bucket}/{prefix + '/' if prefix else ''}{path}"
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _is_retryable(exc: ClientError) -> bool:
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return _error_code(exc) in _RETRYABLE_CODES or (isinstance(status, int) and status >= 500)
+
+
+class EmrServerlessLauncher:
+    """Starts a run's PySpark job on EMR Serverless (the ``Launcher`` port).
+
+    ``submit`` first writes the run context to ``s3://<runs_bucket>/runs/<pipeline>/<run_id>/context.json``
+    (the same bytes on every attempt), then calls ``StartJobRun`` with a ``clientToken`` derived from the run
+    id, so EMR answers a repeated submission with the job run it already started. moto ignores the token, so
+    a repeated ``submit`` in one process also returns the job run id it remembers.
+    """
+
+    def __init__(
+        self,
+        *,
+        emr_client: Any,
+        s3_client: Any,
+        application_id: str,
+        execution_role_arn: str,
+        runs_bucket: str,
+        code_prefix: str = "code/",
+        events_table: str,
+        region: str | None = None,
+        path_map: Mapping[str, str] | None = None,
+        events_endpoint_url: str | None = None,
+        py_files_archive: str = PY_FILES_ARCHIVE,
+    ) -> None:
+        self._emr = emr_client
+        self._s3 = s3_client
+        self.application_id = application_id
+        self.execution_role_arn = execution_role_arn
+        self.runs_bucket = runs_bucket
+        self.code_prefix = code_prefix
+        self.events_table = {"name": events_table, "region": region, "endpoint_url": events_endpoint_url}
+        self.path_map = dict(path_map or {})
+        self.py_files_uri = _code_uri(runs_bucket, code_prefix, py_files_archive)
+        self._submitted: OrderedDict[str, str] = OrderedDict()
+
+    # ---- the port ------------------------------------------------------------------------------------
+
+    def submit(self, run: Run, pipeline: Pipeline) -> str:
+        """Write the run context and start the job; returns the job run id (the same one on a repeat).
+
+        Raises:
+            SubmissionError: throttled, over a quota or a service error; retry later.
+            SubmissionRejectedError: the request was refused as made (validation, conflict, access).
+        """
+        if run.pipeline != pipeline.id:
+            raise ValueError(f"run {run.run_id} belongs to {run.pipeline!r}, not {pipeline.id!r}")
+        known = self._submitted.get(run.run_id)
+        if known is not None:
+            return known
+        uri = context_uri(self.runs_bucket, pipeline.id, run.run_id)
+        document = run_context_document(
+            run,
+            pipeline,
+            metadata_uri=outlet_metadata_uri(self.runs_bucket, pipeline.id, run.run_id),
+            events_table=self.events_table,
+            path_map=self.path_map,
+        )
+        bucket, key = split_s3_uri(uri)
+        self._call(
+            "PutObject",
+            run.run_id,
+            self._s3.put_object,
+            Bucket=bucket,
+            Key=key,
+            Body=canonical_json(document).encode(),
+            ContentType="application/json",
+        )
+        answer = self._call(
+            "StartJobRun", run.run_id, self._emr.start_job_run, **self.job_request(run, pipeline)
+        )
+        job_run_id = str(answer["jobRunId"])
+        self._remember(run.run_id, job_run_id)
+        logger.info(
+            "job run started",
+            extra={"run_id": run.run_id, "pipeline": pipeline.id, "job_run_id": job_run_id, "context": uri},
+        )
+        return job_run_id
+
+    # ---- helpers -------------------------------------------------------------------------------------
+
+    def job_request(self, run: Run, pipeline: Pipeline) -> dict[str, Any]:
+        """The ``StartJobRun`` parameters of a run (deterministic: every attempt sends the same request)."""
+        job = pipeline.job
+        conf = dict(job.spark_conf)
+        # --py-files would replace a pipeline's own spark.submit.pyFiles: ship both.
+        py_files = [self.py_files_uri, *(p for p in conf.pop("spark.submit.pyFiles", "").split(",") if p)]
+        driver: dict[str, Any] = {
+            "entryPoint": _code_uri(self.runs_bucket, self.code_prefix, job.entry_point),
+            "entryPointArguments": [
+                *job.arguments,
+                CONTEXT_ARGUMENT,
+                context_uri(self.runs_bucket, pipeline.id, run.run_id),
+            ],
+            "sparkSubmitParameters": "--py-files " + ",".join(dict.fromkeys(py_files)),
+        }
+        request: dict[str, Any] = {
+            "applicationId": self.application_id,
+            "clientToken": client_token(run.run_id),
+            "executionRoleArn": self.execution_role_arn,
+            "name": run.run_id,
+            "jobDriver": {"sparkSubmit": driver},
+            "tags": {RUN_ID_TAG: run.run_id, PIPELINE_TAG: pipeline.id},
+        }
+        if conf:
+            # spark-defaults rather than "--conf k=v" in sparkSubmitParameters: values may hold spaces
+            # (extraJavaOptions), which a single parameters string cannot quote reliably.
+            request["configurationOverrides"] = {
+                "applicationConfiguration": [{"classification": "spark-defaults", "properties": conf}]
+            }
+        return request
+
+    def run_id_of_job(self, job_run_id: str) -> str | None:
+        """The run a job run was started for, from its tags (None for a job assetflow did not start).
+
+        Closes the window where a job's state change arrives before its run recorded the job run id (a crash
+        between ``StartJobRun`` and the store's write). Best effort: a refused lookup counts as unknown.
+
+        Raises:
+            EmrUnavailableError: EMR Serverless is throttling or failing; retry later.
+        """
+        try:
+            job = self._emr.get_job_run(applicationId=self.application_id, jobRunId=job_run_id)["jobRun"]
+        except ClientError as exc:
+            if _is_retryable(exc):
+                raise EmrUnavailableError(f"GetJobRun {job_run_id}: {_error_code(exc)}") from exc
+            if _error_code(exc) != "ResourceNotFoundException":
+                logger.warning(
+                    "job run lookup refused", extra={"job_run_id": job_run_id, "error": _error_code(exc)}
+                )
+            return None
+        except BotoCoreError as exc:
+            raise EmrUnavailableError(f"GetJobRun {job_run_id}: {exc}") from exc
+        run_id = (job.get("tags") or {}).get(RUN_ID_TAG)
+        return str(run_id) if run_id else None
+
+    def _remember(self, run_id: str, job_run_id: str) -> None:
+        self._submitted[run_id] = job_run_id
+        while len(self._submitted) > _MEMO_SIZE:
+            self._submitted.popitem(last=False)
+
+    @staticmethod
+    def _call(operation: str, run_id: str, method: Any, **kwargs: Any) -> Any:
+        try:
+            return method(**kwargs)
+        except ClientError as exc:
+            code = _error_code(exc) or "unknown"
+            if _is_retryable(exc):
+                raise SubmissionError(f"{operation} for run {run_id}: {code}") from exc
+            message = exc.response.get("Error", {}).get("Message", "")
+            raise SubmissionRejectedError(f"{operation} for run {run_id} refused: {code}: {message}") from exc
+        except BotoCoreError as exc:  # connection errors and timeouts: nothing was refused
+            raise SubmissionError(f"{operation} for run {run_id}: {exc}") from exc
+
+
+def read_outlet_metadata(s3_client: Any, uri: str) -> dict[str, Any] | None:
+    """The outlet metadata a job wrote at ``uri``, or None when it wrote none (no such object).
+
+    Raises:
+        OutletMetadataError: the object is not a version-1 outlet metadata document.
+        StoreUnavailableError: S3 is throttling or failing; retry later.
+    """
+    bucket, key = split_s3_uri(uri)
+    try:
+        body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as exc:
+        if _error_code(exc) in _NOT_FOUND_CODES:
+            return None
+        if _is_retryable(exc):
+            raise StoreUnavailableError(f"GetObject {uri}: {_error_code(exc)}") from exc
+        raise
+    except BotoCoreError as exc:
+        raise StoreUnavailableError(f"GetObject {uri}: {exc}") from exc
+    try:
+        document = json.loads(body)
+    except ValueError as exc:
+        raise OutletMetadataError(f"outlet metadata at {uri} is not JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise OutletMetadataError(f"outlet metadata at {uri} is not a JSON object")
+    if document.get("format") != OUTLET_METADATA_FORMAT:
+        raise OutletMetadataError(
+            f"outlet metadata at {uri}: format is {document.get('format')!r}, not {OUTLET_METADATA_FORMAT!r}"
+        )
+    if document.get("version") != DOCUMENT_VERSION:
+        raise OutletMetadataError(
+            f"outlet metadata at {uri}: version {document.get('version')!r} is not supported (1 is)"
+        )
+    if not isinstance(document.get("events"), list):
+        raise OutletMetadataError(f"outlet metadata at {uri}: 'events' must be a list")
+    return document
+
+
+__all__ = [
+    "PY_FILES_ARCHIVE",
+    "EmrServerlessLauncher",
+    "EmrUnavailableError",
+    "OutletMetadataError",
+    "SubmissionRejectedError",
+    "client_token",
+    "context_uri",
+    "outlet_metadata_uri",
+    "read_outlet_metadata",
+    "run_context_document",
+]

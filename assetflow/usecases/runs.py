@@ -1,0 +1,297 @@
+"""Run states: EMR Serverless job state changes move runs; a successful run's outlets become asset events."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.adapters.emr import (
+    OutletMetadataError,
+    canonical_json,
+    outlet_metadata_uri,
+    read_outlet_metadata,
+)
+from assetflow.core.catalog import Catalog
+from assetflow.core.conditions import Asset, AssetAlias
+from assetflow.core.errors import AssetflowError, ConflictError, NotFoundError
+from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
+from assetflow.core.pipeline import Pipeline
+from assetflow.usecases.evaluate import Evaluation, Evaluator
+
+logger = logging.getLogger(__name__)
+
+ALIAS_CREATED = "AssetAliasCreated"
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    """One outlet event a successful run emits: a declared asset outlet, or an asset added to aliases."""
+
+    asset: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """``outlet`` for a declared asset outlet, ``alias`` for an alias addition."""
+        return "alias" if self.aliases else "outlet"
+
+
+@dataclass(frozen=True)
+class OutletPlan:
+    """The events to emit for a successful run, and the metadata entries refused (with reasons)."""
+
+    events: tuple[PlannedEvent, ...]
+    refused: tuple[str, ...] = ()
+
+
+@dataclass
+class StateChange:
+    """What handling one job state change did."""
+
+    job_run_id: str
+    emr_state: str
+    run_id: str | None = None
+    state: RunState | None = None
+    moved: bool = False
+    emitted: list[AssetEvent] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    released: Evaluation | None = None
+    ignored: str | None = None
+
+
+def outlet_event_id(run_id: str, kind: str, asset: str, extra: Mapping[str, Any]) -> str:
+    """The id of a run's outlet event: the same on every delivery of the run's SUCCESS.
+
+    ``kind`` keeps a declared outlet's event and an alias addition of the same (asset, extra) apart: Airflow
+    emits both.
+    """
+    return derive_id("evt", run_id, kind, asset, canonical_json(extra))
+
+
+def _normalised(uri: object) -> str:
+    if not isinstance(uri, str):
+        raise TypeError(f"an asset URI must be a string, not {type(uri).__name__}")
+    return Asset(uri).uri
+
+
+def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -> OutletPlan:
+    """Decide a successful run's outlet events from its declared outlets and the job's outlet metadata.
+
+    Every declared asset outlet gets one event, with the job's extra or ``{}``. Each distinct (asset, extra)
+    the job added to declared alias outlets gets one event naming all those aliases (Airflow's rule).
+    Entries naming undeclared assets or aliases, or invalid URIs or extras, are refused, not emitted.
+    """
+    declared_assets = [o.uri for o in pipeline.outlets if isinstance(o, Asset)]
+    declared_aliases = {o.name for o in pipeline.outlets if isinstance(o, AssetAlias)}
+    extras: dict[str, Mapping[str, Any]] = {}
+    additions: dict[tuple[str, str], tuple[str, Mapping[str, Any], list[str]]] = {}
+    refused: list[str] = []
+    entries = metadata.get("events", []) if metadata else []
+    for position, entry in enumerate(entries):
+        where = f"outlet metadata entry {position}"
+        if not isinstance(entry, Mapping):
+            refused.append(f"{where}: not an object")
+            continue
+        try:
+            uri = _normalised(entry.get("asset"))
+        except (AssetflowError, TypeError, ValueError) as exc:
+            refused.append(f"{where}: invalid asset: {exc}")
+            continue
+        extra = entry.get("extra") or {}
+        if not isinstance(extra, Mapping):
+            refused.append(f"{where}: extra of {uri!r} is not an object")
+            continue
+        named = [entry.get("alias"), *(entry.get("aliases") or [])]
+        aliases = list(dict.fromkeys(a for a in named if a is not None))
+        if not aliases:
+            if uri not in declared_assets:
+                refused.append(f"{where}: {uri!r} is not a declared asset outlet of {pipeline.id!r}")
+            elif uri not in extras:
+                extras[uri] = extra
+            elif canonical_json(extras[uri]) != canonical_json(extra):
+                refused.append(f"{where}: a second, different extra for the outlet {uri!r}")
+            continue
+        undeclared = [a for a in aliases if a not in declared_aliases]
+        if undeclared:
+            refused.append(f"{where}: {undeclared!r} are not declared alias outlets of {pipeline.id!r}")
+        kept = [a for a in aliases if a in declared_aliases]
+        if not kept:
+            continue
+        key = (uri, canonical_json(extra))
+        _, _, grouped = additions.setdefault(key, (uri, extra, []))
+        grouped.extend(a for a in kept if a not in grouped)
+    events = [PlannedEvent(uri, extras.get(uri, {})) for uri in declared_assets]
+    events += [PlannedEvent(uri, extra, tuple(aliases)) for uri, extra, aliases in additions.values()]
+    return OutletPlan(tuple(events), tuple(refused))
+
+
+class RunStates:
+    """Applies EMR Serverless job state changes to runs, emits a successful run's outlets, releases held runs.
+
+    Every step is idempotent, so EventBridge's redeliveries and out-of-order events are harmless: the store
+    refuses backward moves, and outlet events carry deterministic ids and dedupe keys.
+    """
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        store: DynamoDbStore,
+        s3_client: Any,
+        evaluator: Evaluator,
+        clock: Callable[[], datetime],
+        runs_bucket: str,
+        job_lookup: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.evaluator = evaluator
+        self.clock = clock
+        self.runs_bucket = runs_bucket
+        self._s3 = s3_client
+        self._job_lookup = job_lookup
+
+    def handle_state_change(self, job_run_id: str, emr_state: str, application_id: str) -> StateChange:
+        """Record one job run state change; on SUCCESS emit the run's outlets; when it ends, release held runs.
+
+        Raises:
+            ConflictError: the run kept changing under concurrent state events; retry the event.
+            StoreUnavailableError: DynamoDB or S3 throttled; retry the event.
+            SubmissionError: a run released by this one could not be submitted (it is kept and retried).
+        """
+        result = StateChange(job_run_id=job_run_id, emr_state=emr_state)
+        context = {"job_run_id": job_run_id, "emr_state": emr_state, "application_id": application_id}
+        if emr_state not in EMR_JOB_STATES:
+            result.ignored = "unknown EMR Serverless job state"
+            logger.warning("job state ignored", extra={**context, "reason": result.ignored})
+            return result
+        new = EMR_JOB_STATES[emr_state]
+        if new is None:
+            result.ignored = "no run state for this job state"
+            return result
+        run_id = self._run_id(job_run_id, new, context)
+        if run_id is None:
+            result.ignored = "job run not started by assetflow"
+            logger.info("job state ignored", extra={**context, "reason": result.ignored})
+            return result
+        result.run_id = run_id
+        try:
+            run, result.moved = self.store.set_run_state(run_id, new, job_run_id=job_run_id)
+        except NotFoundError:
+            result.ignored = "run not found"
+            logger.warning("job state ignored", extra={**context, "run_id": run_id, "reason": result.ignored})
+            return result
+        result.state = run.state
+        logger.info(
+            "job state recorded",
+            extra={**context, "run_id": run_id, "state": run.state.value, "moved": result.moved},
+        )
+        # Also on a redelivered SUCCESS: if an earlier delivery died after moving the run, this one emits
+        # what is missing, and the dedupe keys keep what was emitted from being emitted twice.
+        if new is RunState.SUCCESS and run.state is RunState.SUCCESS:
+            self._emit_outlets(run, result)
+        if not new.active and not run.state.active:
+            result.released = self._release(run)
+        return result
+
+    def handle_tick(self, pipeline_id: str, scheduled_time: datetime) -> Evaluation:
+        """Handle a cron tick of an ``AssetOrTimeSchedule`` pipeline.
+
+        Raises:
+            NotFoundError: no such pipeline in the catalog.
+            SubmissionError: the tick's run could not be submitted (it is kept and retried).
+        """
+        return self.evaluator.handle_tick(pipeline_id, scheduled_time)
+
+    # ---- internals -----------------------------------------------------------------------------------
+
+    def _run_id(self, job_run_id: str, new: RunState, context: Mapping[str, Any]) -> str | None:
+        run_id = self.store.run_id_for_job(job_run_id)
+        if run_id is not None or new.active or self._job_lookup is None:
+            return run_id
+        # A final state of a job the store does not know: the submitter may have died between StartJobRun and
+        # recording the job run id. The job's tags name its run; without this the run would stay active forever.
+        run_id = self._job_lookup(job_run_id)
+        if run_id is None:
+            return None
+        try:
+            self.store.mark_submitted(run_id, job_run_id)
+        except ConflictError:
+            logger.error("job run is not its run's job", extra={**context, "run_id": run_id})
+            return None
+        except NotFoundError:
+            return None
+        logger.warning("job run id recovered from the job's tags", extra={**context, "run_id": run_id})
+        return run_id
+
+    def _emit_outlets(self, run: Run, result: StateChange) -> None:
+        pipeline = self.catalog.pipelines.get(run.pipeline)
+        context = {"run_id": run.run_id, "pipeline": run.pipeline}
+        if pipeline is None:
+            result.refused.append(f"pipeline {run.pipeline!r} is no longer in the catalog; outlets unknown")
+            logger.error("outlets not emitted", extra={**context, "reason": result.refused[-1]})
+            return
+        uri = outlet_metadata_uri(self.runs_bucket, run.pipeline, run.run_id)
+        metadata: Mapping[str, Any] | None
+        try:
+            metadata = read_outlet_metadata(self._s3, uri)
+        except OutletMetadataError as exc:
+            # The job succeeded, so its data exists: emit the declared outlets without extras.
+            result.refused.append(str(exc))
+            metadata = None
+        if metadata is not None and metadata.get("run_id") != run.run_id:
+            result.refused.append(f"outlet metadata at {uri} belongs to run {metadata.get('run_id')!r}")
+            metadata = None
+        plan = plan_outlet_events(pipeline, metadata)
+        result.refused += plan.refused
+        for reason in result.refused:
+            logger.error("outlet metadata refused", extra={**context, "uri": uri, "reason": reason})
+        now = self.clock()
+        for position, planned in enumerate(plan.events):
+            source: dict[str, Any] = {"type": "run", "pipeline": run.pipeline, "run_id": run.run_id}
+            if planned.aliases:
+                source["aliases"] = list(planned.aliases)
+                # Resolutions first: the evaluator routes the event to alias consumers by what is stored.
+                for alias in planned.aliases:
+                    if self.store.add_alias_resolution(alias, planned.asset, now=now):
+                        self.evaluator.bus.publish(
+                            ALIAS_CREATED, {"alias": alias, "uri": planned.asset, "run_id": run.run_id}
+                        )
+            event = AssetEvent(
+                asset=planned.asset,
+                id=outlet_event_id(run.run_id, planned.kind, planned.asset, planned.extra),
+                # A microsecond apart, so (timestamp, id) order is the job's order.
+                timestamp=now + timedelta(microseconds=position),
+                extra=planned.extra,
+                source=source,
+                partition_key=run.partition_key,
+            )
+            stored, new = self.store.put_event(event, dedupe_key=f"outlet#{event.id}", now=now)
+            if new:
+                result.emitted.append(stored)
+        logger.info(
+            "outlets emitted",
+            extra={**context, "emitted": [e.id for e in result.emitted], "planned": len(plan.events)},
+        )
+
+    def _release(self, run: Run) -> Evaluation | None:
+        if run.pipeline not in self.catalog.pipelines:
+            logger.warning(
+                "run's pipeline not in the catalog; nothing to release", extra={"run_id": run.run_id}
+            )
+            return None
+        released = self.evaluator.release(run.pipeline)
+        if released.runs:
+            logger.info(
+                "held runs released",
+                extra={"pipeline": run.pipeline, "runs": [r.run_id for r in released.runs]},
+            )
+        return released
+
+
+__all__ = ["OutletPlan", "PlannedEvent", "RunStates", "StateChange", "outlet_event_id", "plan_outlet_events"]

@@ -1,0 +1,63 @@
+"""The run-state Lambda: EventBridge "EMR Serverless Job Run State Change" events into run states and outlets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from assetflow.composition import Dependencies, dependencies
+
+logger = Logger(service="assetflow-run-state")
+
+JOB_STATE_SOURCE = "aws.emr-serverless"
+JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
+
+
+@logger.inject_lambda_context
+def lambda_handler(
+    raw_event: dict[str, Any], context: LambdaContext, deps: Dependencies | None = None
+) -> dict[str, Any]:
+    """Record one job state change; raising makes Lambda retry the event (every step is idempotent).
+
+    Raises:
+        ValueError: the event lacks the job run id or state (retries then the dead-letter queue keep it).
+        ConflictError, StoreUnavailableError, SubmissionError, EmrUnavailableError: transient; retried.
+    """
+    event = EventBridgeEvent(raw_event)
+    resolved = deps or dependencies()
+    if event.source != JOB_STATE_SOURCE or event.detail_type != JOB_STATE_DETAIL_TYPE:
+        logger.warning(
+            "event ignored: not a job run state change",
+            extra={"source": event.source, "detail_type": event.detail_type},
+        )
+        return {"status": "ignored", "reason": "not a job run state change"}
+    detail = event.detail or {}
+    application_id, job_run_id, state = (
+        detail.get("applicationId"),
+        detail.get("jobRunId"),
+        detail.get("state"),
+    )
+    if not (isinstance(job_run_id, str) and job_run_id and isinstance(state, str) and state):
+        raise ValueError(f"job run state change without jobRunId or state: {detail!r}")
+    expected = resolved.settings.emr_application_id
+    if expected and application_id != expected:
+        logger.info(
+            "event ignored: another application",
+            extra={"application_id": application_id, "job_run_id": job_run_id},
+        )
+        return {"status": "ignored", "reason": "another application"}
+    change = resolved.run_states.handle_state_change(job_run_id, state, str(application_id or ""))
+    return {
+        "status": "ignored" if change.ignored else "recorded",
+        "reason": change.ignored,
+        "job_run_id": job_run_id,
+        "run_id": change.run_id,
+        "state": change.state.value if change.state else None,
+        "moved": change.moved,
+        "emitted": [e.id for e in change.emitted],
+        "refused": change.refused,
+        "released": [r.run_id for r in change.released.runs] if change.released else [],
+    }

@@ -16,7 +16,7 @@ from assetflow.core.conditions import thaw_json
 from assetflow.core.errors import AssetflowError, DocumentError, StoreUnavailableError
 from assetflow.core.events import Run, format_timestamp
 from assetflow.core.pipeline import Pipeline
-from assetflow.usecases.evaluate import SubmissionError
+from assetflow.usecases.ports import SubmissionError, SubmissionRejectedError
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +52,6 @@ _RETRYABLE_CODES = frozenset(
 )
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 _MEMO_SIZE = 1024
-
-
-class SubmissionRejectedError(AssetflowError):
-    """EMR Serverless or S3 refused the submission as made (validation, conflict, access, missing resource).
-
-    Retrying the same request does not help: the run stays queued with this error until an operator fixes
-    the configuration (role, application, bucket) or the pipeline's job definition.
-    """
 
 
 class EmrUnavailableError(AssetflowError):

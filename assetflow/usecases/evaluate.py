@@ -11,19 +11,15 @@ from datetime import datetime
 
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
-from assetflow.core.errors import AssetflowError, ConflictError, NotFoundError
+from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.scheduler import QueueEntry, Skip, advance, route_event
-from assetflow.usecases.ports import Launcher, ListenerBus, NullBus
+from assetflow.usecases.ports import Launcher, ListenerBus, NullBus, SubmissionError, SubmissionRejectedError
 
 logger = logging.getLogger(__name__)
 
 LISTENER_SOURCE = "assetflow"
-
-
-class SubmissionError(AssetflowError):
-    """One or more runs could not be submitted now; they stay queued and are retried."""
 
 
 @dataclass
@@ -204,7 +200,12 @@ class Evaluator:
                 continue
             try:
                 job_run_id = self.launcher.submit(run, pipeline)
-            except Exception as exc:
+            except SubmissionRejectedError as exc:
+                # Retrying the stream record cannot help; keep the run visible and try again next time.
+                self.store.record_submission_failure(run.run_id, str(exc), now=self.clock())
+                logger.error("run submission rejected", extra={"run_id": run.run_id, "error": str(exc)})
+                continue
+            except Exception as exc:  # any other failure leaves the run queued for a retry
                 self.store.record_submission_failure(
                     run.run_id, f"{type(exc).__name__}: {exc}", now=self.clock()
                 )

@@ -5,8 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from assetflow.core.errors import AssetflowError
 from assetflow.core.events import Run
 from assetflow.core.pipeline import Pipeline
+
+
+class SubmissionError(AssetflowError):
+    """A run could not be submitted now (throttled, a quota, a service error); it stays queued and is retried."""
+
+
+class SubmissionRejectedError(AssetflowError):
+    """The job service refused the run as asked (validation, access, a missing resource).
+
+    Retrying the same request cannot help until the deployment changes; the run stays queued with the
+    reason for operators and is tried again with the pipeline's next evaluation.
+    """
 
 
 class Launcher(Protocol):

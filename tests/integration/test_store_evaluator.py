@@ -16,6 +16,7 @@ from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline as PipelineType
 from assetflow.core.schedules import DailyMapper
 from assetflow.usecases.evaluate import Evaluator, SubmissionError
+from assetflow.usecases.ports import SubmissionRejectedError
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 JOB = SparkJob("spark_jobs/job.py")
@@ -28,11 +29,14 @@ class RecordingLauncher:
     def __init__(self) -> None:
         self.submitted: list[str] = []
         self.fail = False
+        self.reject = False
         self._lock = threading.Lock()
 
     def submit(self, run: Run, pipeline: PipelineType) -> str:
         if self.fail:
             raise RuntimeError("ThrottlingException: rate exceeded")
+        if self.reject:
+            raise SubmissionRejectedError("ValidationException: bad entry point")
         with self._lock:
             self.submitted.append(run.run_id)
         return f"job-{run.run_id}"
@@ -178,6 +182,19 @@ def test_failed_submission_keeps_the_run_and_a_later_invocation_submits_it(store
     runs = {r["run_id"]: r for r in store.list_runs("flaky").items}
     assert set(launcher.submitted) == set(runs)
     assert all(r["job_run_id"] for r in runs.values())
+
+
+def test_rejected_submission_does_not_fail_the_record_and_is_retried_later(store: DynamoDbStore) -> None:
+    launcher = RecordingLauncher()
+    evaluator = evaluator_for(store, Pipeline("rejected", schedule=A, job=JOB), launcher=launcher)
+    launcher.reject = True
+    evaluator.handle_event(emit(store, A, 1))  # no exception: retrying the record cannot help
+    (row,) = store.list_runs("rejected").items
+    assert row["state"] == "queued" and row["job_run_id"] is None
+    launcher.reject = False
+    evaluator.handle_event(emit(store, A, 2))
+    assert all(r["job_run_id"] for r in store.list_runs("rejected").items)
+    assert len(launcher.submitted) == 2
 
 
 @pytest.mark.slow

@@ -1,20 +1,31 @@
-"""The ``assetflow`` command: validate and compile definitions, draw the asset graph."""
+"""The ``assetflow`` command: validate and compile definitions, draw the asset graph, read and act on the views."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import getpass
+import ipaddress
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import CatalogError
 from assetflow.core.graph import condition_text, to_dot, to_mermaid
 from assetflow.loader import LoadError, load_catalog
+
+if TYPE_CHECKING:  # the view commands import the AWS SDK only when they run
+    from assetflow.adapters.dynamodb import DynamoDbStore
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -99,6 +110,411 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---- the views: DynamoDB through assetflow.usecases.views --------------------------------------------
+
+#: Written by `assetflow dev up` in its working directory: endpoints, environment and the table's name.
+DEV_CONFIG = Path(".assetflow") / "dev.json"
+_NO_TABLE = (
+    "no assetflow table to read: give --table NAME or set ASSETFLOW_TABLE, give --env NAME for a deployed "
+    "environment, or run `assetflow dev up` in this directory (it writes .assetflow/dev.json)"
+)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where the views are: a table, and an endpoint (None: AWS itself); ``origin`` says how it was found."""
+
+    table: str
+    endpoint: str | None
+    local: bool
+    origin: str
+
+
+def _dev_config() -> dict[str, Any] | None:
+    path = Path.cwd() / DEV_CONFIG
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CliError(
+            f"cannot read {DEV_CONFIG}: {exc}; restart `assetflow dev up` or delete the file"
+        ) from exc
+    if not isinstance(doc, dict):
+        raise CliError(f"{DEV_CONFIG} is not a JSON object; restart `assetflow dev up` or delete the file")
+    return doc
+
+
+def _explicit_endpoint(args: argparse.Namespace) -> str | None:
+    # --endpoint-url defaults to $AWS_ENDPOINT_URL; only a different value was typed on the command line,
+    # and only that beats a service-specific AWS_ENDPOINT_URL_<SERVICE> (as in boto3's own precedence).
+    flag = getattr(args, "endpoint_url", None)
+    return flag if flag and flag != os.environ.get("AWS_ENDPOINT_URL") else None
+
+
+def _endpoint_for(args: argparse.Namespace, service_env: str) -> str | None:
+    return (
+        _explicit_endpoint(args) or os.environ.get(service_env) or os.environ.get("AWS_ENDPOINT_URL") or None
+    )
+
+
+def _is_loopback(endpoint: str) -> bool:
+    host = urllib.parse.urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _client(service: str, endpoint: str | None, *, local: bool) -> Any:
+    from botocore.config import Config
+
+    from assetflow.local import LOCAL_REGION, client
+
+    if local and endpoint:
+        return client(service, endpoint)
+    import boto3
+
+    session = boto3.session.Session()
+    if endpoint and _is_loopback(endpoint) and session.get_credentials() is None:
+        # An emulator on this machine accepts any credentials; a shell without AWS ones still works.
+        return client(service, endpoint)
+    region = session.region_name or (LOCAL_REGION if endpoint and _is_loopback(endpoint) else None)
+    config = Config(retries={"mode": "standard", "total_max_attempts": 4}, connect_timeout=5, read_timeout=30)
+    return session.client(service, endpoint_url=endpoint, region_name=region, config=config)
+
+
+def _target(args: argparse.Namespace) -> _Target:
+    """Find the table and the DynamoDB endpoint: options, then environment, then .assetflow/dev.json."""
+    endpoint = _endpoint_for(args, "AWS_ENDPOINT_URL_DYNAMODB")
+    if args.env:
+        from assetflow.adapters.stack_outputs import StackOutputsError, read_stack_outputs
+
+        if args.table:
+            return _Target(args.table, endpoint, False, "--table")
+        cloudformation = _client(
+            "cloudformation", _endpoint_for(args, "AWS_ENDPOINT_URL_CLOUDFORMATION"), local=False
+        )
+        try:
+            outputs = read_stack_outputs(cloudformation, args.env)
+        except StackOutputsError as exc:
+            raise CliError(f"--env {args.env}: {exc}") from exc
+        return _Target(outputs.table_name, endpoint, False, f"stack {outputs.stack_name}")
+    dev = _dev_config()
+    local = False
+    if endpoint is None and dev is not None:
+        endpoints = dev.get("endpoints")
+        if isinstance(endpoints, dict) and endpoints.get("dynamodb"):
+            endpoint, local = str(endpoints["dynamodb"]), True
+    table = args.table or os.environ.get("ASSETFLOW_TABLE") or (dev or {}).get("table")
+    if not table:
+        if dev is not None:
+            raise CliError(
+                f'{DEV_CONFIG} names no table (key "table"); give --table NAME or set ASSETFLOW_TABLE'
+            )
+        raise CliError(_NO_TABLE)
+    origin = (
+        "--table"
+        if args.table
+        else "ASSETFLOW_TABLE"
+        if os.environ.get("ASSETFLOW_TABLE")
+        else str(DEV_CONFIG)
+    )
+    return _Target(str(table), endpoint, local, origin)
+
+
+def _store(args: argparse.Namespace) -> DynamoDbStore:
+    from assetflow.adapters.dynamodb import DynamoDbStore
+
+    target = _target(args)
+    args.target = target  # for error messages
+    return DynamoDbStore(_client("dynamodb", target.endpoint, local=target.local), target.table)
+
+
+def _view_catalog(args: argparse.Namespace) -> Catalog:
+    # Quiet: the definitions' warnings belong to `validate`, not to every view.
+    try:
+        return load_catalog(args.pipelines)
+    except (LoadError, CatalogError) as exc:
+        raise CliError(
+            f"cannot load the definitions from {args.pipelines!r} (give --pipelines PATH): {exc}"
+        ) from exc
+
+
+@contextlib.contextmanager
+def _view_errors(args: argparse.Namespace) -> Iterator[None]:
+    """Turn the views' and the SDK's errors into one clear line each."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        NoRegionError,
+    )
+
+    from assetflow.core.errors import AssetflowError
+
+    def where() -> str:
+        target = getattr(args, "target", None)
+        if target is None:
+            return "DynamoDB"
+        at = target.endpoint or "AWS"
+        return f"table {target.table!r} at {at} (from {target.origin})"
+
+    try:
+        yield
+    except AssetflowError as exc:
+        raise CliError(str(exc)) from exc
+    except EndpointConnectionError as exc:
+        raise CliError(
+            f"cannot reach {where()}: {exc}; is `assetflow dev up` running, or is --endpoint-url right?"
+        ) from exc
+    except NoCredentialsError as exc:
+        raise CliError(
+            "no AWS credentials: configure them, or give --endpoint-url for a local emulator"
+        ) from exc
+    except NoRegionError as exc:
+        raise CliError("no AWS region: set AWS_REGION (or give --endpoint-url for a local emulator)") from exc
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ResourceNotFoundException":
+            raise CliError(f"{where()} does not exist; check --table / --env / ASSETFLOW_TABLE") from exc
+        raise CliError(f"{where()}: {error.get('Code')}: {error.get('Message')}") from exc
+    except BotoCoreError as exc:
+        raise CliError(f"{where()}: {exc}") from exc
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], empty: str) -> None:
+    if not rows:
+        print(empty)
+        return
+    cells = [[str(h) for h in headers], *[["-" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _source(source: dict[str, Any]) -> str:
+    kind = source.get("type", "?")
+    if kind == "watcher":
+        return f"watcher:{source.get('watcher')}"
+    if kind == "run":
+        return f"run:{source.get('pipeline')}/{source.get('run_id')}"
+    if kind == "api":
+        return f"api:{source.get('principal')}"
+    return str(kind)
+
+
+def _page(
+    args: argparse.Namespace, page: dict[str, Any], show: Callable[[list[dict[str, Any]]], None]
+) -> int:
+    if args.json:
+        _print_json(page)
+        return EXIT_OK
+    show(page["items"])
+    if page.get("next"):
+        print(f"(more: add --next {page['next']})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _event_rows(events: list[dict[str, Any]]) -> list[list[object]]:
+    return [
+        [
+            e["timestamp"],
+            e["id"],
+            _source(e.get("source") or {}),
+            e.get("partition_key"),
+            _short(e.get("extra")),
+        ]
+        for e in events
+    ]
+
+
+_EVENT_HEADERS = ("TIMESTAMP", "ID", "SOURCE", "PARTITION", "EXTRA")
+
+
+def cmd_assets_list(args: argparse.Namespace) -> int:
+    """Assets with their last event time and event count."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        page = views.list_assets(_store(args), limit=args.limit, token=args.next)
+
+    def show(items: list[dict[str, Any]]) -> None:
+        rows = [[a["uri"], a["name"], a["event_count"], a["last_event_at"]] for a in items]
+        _table(
+            ("URI", "NAME", "EVENTS", "LAST EVENT"),
+            rows,
+            "no assets yet (an asset appears with its first event)",
+        )
+
+    return _page(args, page, show)
+
+
+def cmd_events_list(args: argparse.Namespace) -> int:
+    """An asset's events, newest first."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        page = views.list_events(_store(args), args.uri, limit=args.limit, token=args.next)
+    return _page(args, page, lambda items: _table(_EVENT_HEADERS, _event_rows(items), "no events"))
+
+
+def _principal() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (OSError, KeyError):  # no user name in some containers
+        return "cli"
+
+
+def cmd_events_emit(args: argparse.Namespace) -> int:
+    """Create an asset event, as POST /assets/events does."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        extra = views.parse_body(args.extra) if args.extra is not None else None
+        request = views.parse_emit_request(
+            {"uri": args.uri, "extra": extra, "partition_key": args.partition_key}
+        )
+        catalog = _view_catalog(args)
+        result = views.emit_event(
+            _store(args),
+            catalog,
+            request,
+            principal=_principal(),
+            request_id=uuid.uuid4().hex,
+            now=datetime.now(UTC),
+            idempotency_key=args.idempotency_key,
+        )
+    if result.warning:
+        print(f"warning: {result.warning}", file=sys.stderr)
+    event = result.event.to_json()
+    if args.json:
+        _print_json(event)
+    else:
+        verb = "created" if result.created else "already created (same --idempotency-key)"
+        print(f"{verb} event {event['id']} of {event['asset']} at {event['timestamp']}")
+    return EXIT_OK
+
+
+def cmd_queue_list(args: argparse.Namespace) -> int:
+    """A pipeline's queued asset events."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        page = views.list_queue(_store(args), _view_catalog(args), args.pipeline)
+
+    def show(items: list[dict[str, Any]]) -> None:
+        rows = [
+            [
+                q["queue_key"],
+                q["event"]["asset"],
+                q["event"]["id"],
+                q["event"]["timestamp"],
+                ",".join(q["aliases"]),
+            ]
+            for q in items
+        ]
+        _table(
+            ("QUEUE KEY", "ASSET", "EVENT", "TIMESTAMP", "ALIASES"),
+            rows,
+            f"no queued events for {args.pipeline}",
+        )
+
+    return _page(args, page, show)
+
+
+def cmd_queue_clear(args: argparse.Namespace) -> int:
+    """Drop a pipeline's queued asset events (of one asset with --asset)."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        result = views.clear_queue(_store(args), _view_catalog(args), args.pipeline, uri=args.asset)
+    if args.json:
+        _print_json(result)
+    else:
+        of = f" of {result['uri']}" if result["uri"] else ""
+        print(f"dropped {result['deleted']} queued event(s){of} from {result['pipeline']}")
+    return EXIT_OK
+
+
+def cmd_runs_list(args: argparse.Namespace) -> int:
+    """Runs, newest first (of one pipeline with --pipeline)."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        catalog = _view_catalog(args) if args.pipeline else None
+        page = views.list_runs(_store(args), catalog, args.pipeline, limit=args.limit, token=args.next)
+
+    def show(items: list[dict[str, Any]]) -> None:
+        rows = [
+            [
+                r["run_id"],
+                r["pipeline"],
+                r["state"],
+                r["created_at"],
+                r["partition_key"],
+                r["job_run_id"],
+                sum(len(v) for v in r["triggering_asset_events"].values()),
+            ]
+            for r in items
+        ]
+        headers = ("RUN ID", "PIPELINE", "STATE", "CREATED", "PARTITION", "JOB RUN", "EVENTS")
+        _table(headers, rows, "no runs")
+
+    return _page(args, page, show)
+
+
+def cmd_runs_show(args: argparse.Namespace) -> int:
+    """One run with the events that triggered it and the events it produced."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        run = views.show_run(_store(args), args.run_id)
+    if args.json:
+        _print_json(run)
+        return EXIT_OK
+    for key in ("run_id", "pipeline", "state", "created_at", "partition_key", "job_run_id", "scheduled_time"):
+        print(f"{key + ':':16}{'-' if run.get(key) is None else run[key]}")
+    for title, grouped in (
+        ("triggering_asset_events", run["triggering_asset_events"]),
+        ("produced_asset_events", run["produced_asset_events"]),
+    ):
+        print(f"{title}:{'' if grouped else ' none'}")
+        for uri, events in grouped.items():
+            print(f"  {uri}")
+            for event in events:
+                print(
+                    f"    {event['timestamp']}  {event['id']}  {_source(event['source'])}  {_short(event['extra'])}"
+                )
+    return EXIT_OK
+
+
+def cmd_quarantine_list(args: argparse.Namespace) -> int:
+    """Rejected messages with their reasons, newest first."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        page = views.list_quarantine(_store(args), limit=args.limit, token=args.next)
+
+    def show(items: list[dict[str, Any]]) -> None:
+        rows = [[q["at"], q["watcher"], q["identity"], _short(q["reason"], 80)] for q in items]
+        _table(("AT", "WATCHER", "IDENTITY", "REASON"), rows, "no quarantined messages")
+
+    return _page(args, page, show)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command."""
     common = argparse.ArgumentParser(add_help=False)
@@ -133,6 +549,59 @@ def build_parser() -> argparse.ArgumentParser:
     graph = add("graph", cmd_graph, "draw the asset graph: watchers -> assets -> pipelines -> outlets")
     graph.add_argument("--format", choices=("mermaid", "dot", "png"), default="mermaid")
     graph.add_argument("--output", "-o", help="write to this file (required for png)")
+
+    # The view commands: `assetflow <group> <action>`, each reading DynamoDB through the views.
+    store_options = argparse.ArgumentParser(add_help=False)
+    store_options.add_argument(
+        "--table",
+        help="the assetflow table (default: $ASSETFLOW_TABLE, the --env stack, or .assetflow/dev.json)",
+    )
+    paging = argparse.ArgumentParser(add_help=False)
+    paging.add_argument("--limit", type=int, help="page size, 1 to 1000")
+    paging.add_argument("--next", metavar="TOKEN", help="the 'next' token of the previous page")
+
+    def group(name: str, help_text: str) -> Callable[..., argparse.ArgumentParser]:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        actions = sub.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+        def action(
+            verb: str, handler: Callable[[argparse.Namespace], int], text: str, *, paged: bool = False
+        ) -> argparse.ArgumentParser:
+            parents = [common, store_options, *([paging] if paged else [])]
+            leaf = actions.add_parser(verb, parents=parents, help=text, description=text)
+            leaf.set_defaults(handler=handler, command=f"{name} {verb}")
+            return leaf
+
+        return action
+
+    assets = group("assets", "assets known to the store")
+    assets("list", cmd_assets_list, "assets with last event time and event count", paged=True)
+    events = group("events", "asset events")
+    events_list = events("list", cmd_events_list, "an asset's events, newest first", paged=True)
+    events_list.add_argument("uri", metavar="URI")
+    emit = events("emit", cmd_events_emit, "create an asset event (like Airflow's POST /assets/events)")
+    emit.add_argument("uri", metavar="URI")
+    emit.add_argument("--extra", metavar="JSON", help="the event's extra, a JSON object")
+    emit.add_argument("--partition-key", metavar="KEY", help="the event's partition key")
+    emit.add_argument(
+        "--idempotency-key", metavar="KEY", help="repeat the command with the same key to make one event only"
+    )
+    queue = group("queue", "queued asset events of a pipeline")
+    queue("list", cmd_queue_list, "a pipeline's queued asset events").add_argument(
+        "pipeline", metavar="PIPELINE"
+    )
+    clear = queue("clear", cmd_queue_clear, "drop a pipeline's queued asset events")
+    clear.add_argument("pipeline", metavar="PIPELINE")
+    clear.add_argument("--asset", metavar="URI", help="only the events of this asset")
+    runs = group("runs", "pipeline runs")
+    runs("list", cmd_runs_list, "runs, newest first", paged=True).add_argument(
+        "--pipeline", metavar="ID", help="only this pipeline's runs"
+    )
+    runs("show", cmd_runs_show, "one run with triggering_asset_events").add_argument(
+        "run_id", metavar="RUN_ID"
+    )
+    quarantine = group("quarantine", "rejected messages")
+    quarantine("list", cmd_quarantine_list, "rejected messages with their reasons", paged=True)
     return parser
 
 

@@ -1,0 +1,295 @@
+"""The HTTP API Lambda: DESIGN §5's routes (API Gateway HTTP API, payload v2) over the operator views."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import urllib.parse
+import uuid
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFoundError
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from assetflow.composition import Dependencies, dependencies, utc_now
+from assetflow.core.errors import ConflictError, NotFoundError, StoreUnavailableError
+from assetflow.usecases import views
+
+logger = Logger(service="assetflow-api")
+app = APIGatewayHttpResolver()
+
+ANONYMOUS = "anonymous"
+#: Header that tells a client its asset event was accepted with a warning (an asset new to assetflow).
+WARNING_HEADER = "X-Assetflow-Warning"
+#: Header set on a replayed ``Idempotency-Key`` (the name Stripe and the IETF draft's examples use).
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+# Every route and its methods, for 405s (Powertools answers 404 for a known path with another method).
+_ROUTES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"^/assets$"), frozenset({"GET"})),
+    (re.compile(r"^/assets/events$"), frozenset({"GET", "POST"})),
+    (re.compile(r"^/pipelines/[^/]+/queue$"), frozenset({"GET", "DELETE"})),
+    (re.compile(r"^/pipelines/[^/]+/runs$"), frozenset({"GET"})),
+    (re.compile(r"^/runs$"), frozenset({"GET"})),
+    (re.compile(r"^/runs/[^/]+$"), frozenset({"GET"})),
+    (re.compile(r"^/quarantine$"), frozenset({"GET"})),
+)
+
+
+def error_response(
+    status: int, code: str, detail: Any, headers: dict[str, str] | None = None
+) -> Response[Any]:
+    """The JSON error shape of every 4xx and 5xx: ``{"error": code, "detail": ...}``."""
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body={"error": code, "detail": detail},
+        headers=headers,
+    )
+
+
+# ---- request helpers -----------------------------------------------------------------------------------
+
+
+def _deps() -> Dependencies:
+    return app.context["deps"]  # type: ignore[no-any-return]
+
+
+def _request_context() -> dict[str, Any]:
+    context = app.current_event.raw_event.get("requestContext")
+    return context if isinstance(context, dict) else {}
+
+
+def principal() -> str:
+    """The caller: the IAM authorizer's user ARN (API Gateway authenticates), else ``anonymous``."""
+    authorizer = _request_context().get("authorizer") or {}
+    iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
+    arn = iam.get("userArn") if isinstance(iam, dict) else None
+    return arn if isinstance(arn, str) and arn else ANONYMOUS
+
+
+def _request_id() -> str:
+    request_id = _request_context().get("requestId")
+    return request_id if isinstance(request_id, str) and request_id else uuid.uuid4().hex
+
+
+def query(allowed: frozenset[str]) -> dict[str, str]:
+    """The query parameters, each at most once and all among ``allowed``.
+
+    ``rawQueryString`` is parsed when present: ``queryStringParameters`` joins repeated parameters with
+    commas, which would be ambiguous for URIs that contain commas.
+
+    Raises:
+        RequestError: an unknown or repeated parameter.
+    """
+    raw = app.current_event.raw_event.get("rawQueryString")
+    pairs: list[tuple[str, str]]
+    if raw:
+        pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True)
+    else:
+        pairs = list((app.current_event.raw_event.get("queryStringParameters") or {}).items())
+    found: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in allowed:
+            accepted = ", ".join(sorted(allowed)) or "none"
+            raise views.RequestError(f"unknown query parameter {name!r} (accepted: {accepted})")
+        if name in found:
+            raise views.RequestError(f"query parameter {name!r} is given more than once")
+        found[name] = value
+    return found
+
+
+def body() -> bytes:
+    """The raw request body (base64-decoded when API Gateway encoded it), refused early when too large.
+
+    Raises:
+        PayloadTooLargeError: the body is over ``views.MAX_BODY_BYTES``.
+        RequestError: an undecodable base64 body.
+    """
+    text = app.current_event.body or ""
+    if not app.current_event.is_base64_encoded:
+        return text.encode()
+    if len(text) > (views.MAX_BODY_BYTES // 3 + 1) * 4:
+        raise views.PayloadTooLargeError(f"the body is over the limit of {views.MAX_BODY_BYTES} bytes")
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise views.RequestError("the body is marked base64 but does not decode") from exc
+
+
+def _path_parameter(value: str) -> str:
+    return urllib.parse.unquote(value)
+
+
+def _page_args(params: dict[str, str]) -> dict[str, Any]:
+    return {"limit": params.get("limit"), "token": params.get("next") or None}
+
+
+# ---- routes --------------------------------------------------------------------------------------------
+
+
+@app.post("/assets/events")
+def post_asset_event() -> Response[Any]:
+    """Create an asset event: 201 with the event (the same event again for a replayed Idempotency-Key)."""
+    query(frozenset())
+    request = views.parse_emit_request(views.parse_body(body()))
+    key = app.current_event.headers.get("idempotency-key")
+    deps = _deps()
+    result = views.emit_event(
+        deps.store,
+        deps.catalog,
+        request,
+        principal=principal(),
+        request_id=_request_id(),
+        now=utc_now(),
+        idempotency_key=key,
+    )
+    headers: dict[str, str] = {}
+    if result.warning:
+        logger.warning("asset event for an unknown asset", extra={"asset": result.event.asset})
+        headers[WARNING_HEADER] = result.warning
+    if key is not None:
+        headers[REPLAYED_HEADER] = "false" if result.created else "true"
+    logger.info(
+        "asset event created" if result.created else "asset event replayed",
+        extra={"event_id": result.event.id, "asset": result.event.asset, "principal": principal()},
+    )
+    return Response(
+        status_code=HTTPStatus.CREATED,
+        content_type=content_types.APPLICATION_JSON,
+        body=result.event.to_json(),
+        headers=headers,
+    )
+
+
+@app.get("/assets")
+def get_assets() -> dict[str, Any]:
+    """Assets with their last event time and event count."""
+    params = query(frozenset({"limit", "next"}))
+    return views.list_assets(_deps().store, **_page_args(params))
+
+
+@app.get("/assets/events")
+def get_asset_events() -> dict[str, Any]:
+    """An asset's events, newest first (``uri`` required)."""
+    params = query(frozenset({"uri", "limit", "next"}))
+    return views.list_events(_deps().store, params.get("uri"), **_page_args(params))
+
+
+@app.get("/pipelines/<pipeline_id>/queue")
+def get_queue(pipeline_id: str) -> dict[str, Any]:
+    """A pipeline's queued events."""
+    query(frozenset())
+    deps = _deps()
+    return views.list_queue(deps.store, deps.catalog, _path_parameter(pipeline_id))
+
+
+@app.delete("/pipelines/<pipeline_id>/queue")
+def delete_queue(pipeline_id: str) -> dict[str, Any]:
+    """Drop a pipeline's queued events (of one asset with ``?uri=``); says how many were dropped."""
+    params = query(frozenset({"uri"}))
+    deps = _deps()
+    result = views.clear_queue(deps.store, deps.catalog, _path_parameter(pipeline_id), uri=params.get("uri"))
+    logger.info("queue cleared", extra={**result, "principal": principal()})
+    return result
+
+
+@app.get("/pipelines/<pipeline_id>/runs")
+def get_pipeline_runs(pipeline_id: str) -> dict[str, Any]:
+    """A pipeline's runs, newest first."""
+    params = query(frozenset({"limit", "next"}))
+    deps = _deps()
+    return views.list_runs(deps.store, deps.catalog, _path_parameter(pipeline_id), **_page_args(params))
+
+
+@app.get("/runs")
+def get_runs() -> dict[str, Any]:
+    """Every pipeline's runs, newest first."""
+    params = query(frozenset({"limit", "next"}))
+    return views.list_runs(_deps().store, None, None, **_page_args(params))
+
+
+@app.get("/runs/<run_id>")
+def get_run(run_id: str) -> dict[str, Any]:
+    """One run with its triggering events and the events it produced."""
+    query(frozenset())
+    return views.show_run(_deps().store, _path_parameter(run_id))
+
+
+@app.get("/quarantine")
+def get_quarantine() -> dict[str, Any]:
+    """Rejected messages with their reasons, newest first."""
+    params = query(frozenset({"limit", "next"}))
+    return views.list_quarantine(_deps().store, **_page_args(params))
+
+
+# ---- errors --------------------------------------------------------------------------------------------
+
+
+@app.not_found
+def unknown_route(_: RouteNotFoundError) -> Response[Any]:
+    """404 for an unknown path, 405 (with ``Allow``) for a known path with another method."""
+    method = app.current_event.http_method.upper()
+    path = app.current_event.path
+    allowed = sorted({m for pattern, methods in _ROUTES if pattern.match(path) for m in methods})
+    if allowed and method not in allowed:
+        return error_response(
+            HTTPStatus.METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            f"{method} is not allowed on {path}; allowed: {', '.join(allowed)}",
+            headers={"Allow": ", ".join(allowed)},
+        )
+    return error_response(HTTPStatus.NOT_FOUND, "not_found", f"no route {method} {path}")
+
+
+@app.exception_handler(views.ViewError)
+def view_error(exc: views.ViewError) -> Response[Any]:
+    """Refused requests: 400, 413 or 422 with the reason."""
+    return error_response(exc.status, exc.code, str(exc))
+
+
+@app.exception_handler(NotFoundError)
+def not_found(exc: NotFoundError) -> Response[Any]:
+    """An unknown pipeline, run or asset."""
+    return error_response(HTTPStatus.NOT_FOUND, "not_found", str(exc))
+
+
+@app.exception_handler(ConflictError)
+def conflict(exc: ConflictError) -> Response[Any]:
+    """The state kept changing under concurrent writers; the client may retry."""
+    return error_response(HTTPStatus.CONFLICT, "conflict", str(exc))
+
+
+@app.exception_handler(StoreUnavailableError)
+def unavailable(exc: StoreUnavailableError) -> Response[Any]:
+    """The store throttled or failed: 503, retry later."""
+    logger.warning("store unavailable", extra={"error": str(exc)})
+    return error_response(
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        "unavailable",
+        "the store is busy; retry shortly",
+        {"Retry-After": "1"},
+    )
+
+
+@app.exception_handler(Exception)
+def internal_error(exc: Exception) -> Response[Any]:
+    """Anything else: logged with its traceback, answered without internals."""
+    logger.exception("unhandled error")
+    return error_response(
+        HTTPStatus.INTERNAL_SERVER_ERROR, "internal_error", f"unexpected error (request {_request_id()})"
+    )
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+def lambda_handler(
+    event: dict[str, Any], context: LambdaContext, deps: Dependencies | None = None
+) -> dict[str, Any]:
+    """Route one HTTP API (payload v2) request; errors come back as JSON responses, never as exceptions."""
+    app.append_context(deps=deps or dependencies())  # type: ignore[no-untyped-call]
+    return app.resolve(event, context)

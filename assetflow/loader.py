@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -24,17 +25,23 @@ class LoadError(AssetflowError):
 @contextmanager
 def _importable(folder: Path) -> Iterator[None]:
     # Files in the folder import each other by bare module name (as in Airflow's dags folder); the
-    # modules loaded for one catalog are dropped afterwards so that another folder can reuse the names.
-    before = set(sys.modules)
+    # modules loaded for one catalog are dropped afterwards so that another folder can reuse the names,
+    # and a module they replaced (a file named like an imported module) is put back.
+    before = dict(sys.modules)
     sys.path.insert(0, str(folder))
     try:
         yield
     finally:
         sys.path.remove(str(folder))
-        for name in set(sys.modules) - before:
-            module_file = getattr(sys.modules[name], "__file__", None) or ""
-            if Path(module_file).resolve().is_relative_to(folder):
-                del sys.modules[name]
+        for name, module in list(sys.modules.items()):
+            if before.get(name) is module:
+                continue
+            module_file = getattr(module, "__file__", None)
+            if module_file and Path(module_file).resolve().is_relative_to(folder):
+                if name in before:
+                    sys.modules[name] = before[name]
+                else:
+                    del sys.modules[name]
 
 
 def _collect(module: ModuleType, origin: str, seen: set[int], found: list[Definition]) -> None:
@@ -52,11 +59,15 @@ def _load_file(path: Path) -> ModuleType:
     if spec is None or spec.loader is None:
         raise LoadError(f"{path}: cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(name)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        del sys.modules[name]
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
         raise LoadError(f"{path}: {type(exc).__name__}: {exc}\n{_user_frames(exc, path)}") from exc
     return module
 
@@ -95,8 +106,12 @@ def load_definitions(target: str | Path) -> list[Definition]:
         with _importable(folder):
             _collect(_load_file(path.resolve()), str(path), seen, found)
         return found
+    text = str(target)
+    if text.startswith(".") or "/" in text or os.sep in text:
+        # a path, not a dotted module name (import_module would take it for a relative import)
+        raise LoadError(f"{target}: no such folder or file")
     try:
-        module = importlib.import_module(str(target))
+        module = importlib.import_module(text)
     except ImportError as exc:
         raise LoadError(f"{target}: not a folder, a .py file or an importable module ({exc})") from exc
     _collect(module, str(target), seen, found)

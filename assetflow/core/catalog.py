@@ -38,7 +38,8 @@ class Definition:
 def _source_identity(watcher: AssetWatcher) -> tuple[str, ...]:
     source = watcher.source
     if isinstance(source, SqsQueue):
-        return ("sqs", source.queue_name)
+        # an existing queue is known by its full ARN: queues of one name in other accounts or regions differ
+        return ("sqs", source.arn or f"stack:{source.name}")
     cluster = source.cluster.to_json() if source.cluster else {"type": "default"}
     return ("kafka", repr(sorted(cluster.items())), source.topic)
 
@@ -152,10 +153,12 @@ class Catalog:
                 )
             elif asset.extra:
                 extra = thaw_json(asset.extra)
-            watchers = {w.name: w for w in (*known.watchers, *asset.watchers)}
-            merged[asset.uri] = Asset(
-                asset.uri, name=name, extra=thaw_json(extra), watchers=list(watchers.values())
-            )
+            # de-duplicate by equality, not by name: _check_watchers reports two watchers of one name
+            watchers: list[AssetWatcher] = []
+            for watcher in (*known.watchers, *asset.watchers):
+                if watcher not in watchers:
+                    watchers.append(watcher)
+            merged[asset.uri] = Asset(asset.uri, name=name, extra=thaw_json(extra), watchers=watchers)
         return merged
 
     @staticmethod
@@ -165,7 +168,16 @@ class Catalog:
         for asset in assets.values():
             for watcher in asset.watchers:
                 other = by_name.get(watcher.name)
-                if other is not None and other[0] != watcher:
+                if other is not None and other[0] == watcher and other[1] != asset.uri:
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"watcher {watcher.name!r}",
+                            f"attached to two assets ({other[1]!r} and {asset.uri!r}); a watcher's messages "
+                            "become events of one asset",
+                        )
+                    )
+                elif other is not None and other[0] != watcher:
                     errors.append(
                         Diagnostic(
                             "error",
@@ -236,9 +248,9 @@ class Catalog:
             dropped = set()
             for pid in alive:
                 pipeline = pipelines[pid]
-                feeders = [
-                    pipelines[q] for q in alive if pipeline.partitioned or not pipelines[q].partitioned
-                ]
+                # events of partitioned runs only trigger partition-aware pipelines, and events of other runs
+                # have no partition key, so partition-aware pipelines ignore them (DESIGN §3.8)
+                feeders = [pipelines[q] for q in alive if pipelines[q].partitioned == pipeline.partitioned]
                 assets = {o.uri for q in feeders for o in q.outlets if isinstance(o, Asset)}
                 aliases = (
                     {o.name for q in feeders for o in q.outlets if isinstance(o, AssetAlias)}

@@ -54,6 +54,9 @@ class Condition:
 
     __slots__ = ()
 
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; cannot delete {key!r}")
+
     def __and__(self, other: object) -> AssetAll:
         if not isinstance(other, Condition):
             return NotImplemented
@@ -131,6 +134,10 @@ class Asset(Condition):
     def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"Asset is immutable; cannot set {key!r}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild through __init__ (slots are read-only, extra is a mappingproxy)
+        return (Asset, (self.uri, self.name, thaw_json(self.extra), self.watchers))
+
     # Identity is the URI alone, so an outlet declared with other extras still triggers the consumers.
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Asset):
@@ -187,6 +194,9 @@ class AssetAlias(Condition):
     def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"AssetAlias is immutable; cannot set {key!r}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AssetAlias, (self.name,))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AssetAlias):
             return NotImplemented
@@ -239,6 +249,9 @@ class _Group(Condition):
 
     def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; cannot set {key!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self.children)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Condition):
@@ -324,12 +337,20 @@ def condition_from_json(doc: Mapping[str, Any]) -> Condition:
 
     """
     kind = doc.get("type") if isinstance(doc, Mapping) else None
-    if kind == "asset":
-        return Asset(str(doc["uri"]))
-    if kind == "alias":
-        return AssetAlias(str(doc["name"]))
+    try:
+        if kind == "asset":
+            return Asset(str(doc["uri"]))
+        if kind == "alias":
+            return AssetAlias(str(doc["name"]))
+    except KeyError as exc:
+        raise DocumentError(f"{kind} condition document {doc!r} has no {exc} key") from exc
+    except DefinitionError as exc:
+        raise DocumentError(f"invalid {kind} condition document {doc!r}: {exc}") from exc
     if kind in ("all", "any"):
-        children = [condition_from_json(child) for child in doc.get("of", [])]
+        of = doc.get("of", [])
+        if not isinstance(of, list | tuple):
+            raise DocumentError(f"condition {kind!r}: 'of' must be a list of conditions, got {of!r}")
+        children = [condition_from_json(child) for child in of]
         if not children:
             raise DocumentError(f"condition {kind!r} has no children")
         return AssetAll(*children) if kind == "all" else AssetAny(*children)

@@ -12,8 +12,6 @@ from typing import Any
 from assetflow.core.conditions import freeze_json, thaw_json
 from assetflow.core.errors import DocumentError
 
-_TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
 
 def format_timestamp(moment: datetime) -> str:
     """UTC ISO-8601 with microseconds and ``Z``: fixed width, so strings sort as times do.
@@ -24,7 +22,8 @@ def format_timestamp(moment: datetime) -> str:
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("timestamps must be timezone-aware")
-    return moment.astimezone(UTC).strftime(_TS_FORMAT)
+    # isoformat always writes four-digit years (strftime's %Y does not pad years before 1000)
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -180,6 +179,11 @@ class Run:
     job_run_id: str | None = None
     triggering_asset_events: Mapping[str, tuple[AssetEvent, ...]] = field(default_factory=dict)
     scheduled_time: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name, moment in (("created_at", self.created_at), ("scheduled_time", self.scheduled_time)):
+            if moment is not None and (moment.tzinfo is None or moment.utcoffset() is None):
+                raise ValueError(f"a run's {name} must be timezone-aware")
 
     @property
     def triggering_events(self) -> tuple[AssetEvent, ...]:

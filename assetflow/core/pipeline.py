@@ -46,7 +46,7 @@ class SparkJob:
         args = (self.arguments,) if isinstance(self.arguments, str) else tuple(self.arguments)
         if not all(isinstance(a, str) for a in args):
             raise DefinitionError("SparkJob: arguments must be strings")
-        if "--assetflow-context" in args:
+        if any(a == "--assetflow-context" or a.startswith("--assetflow-context=") for a in args):
             raise DefinitionError("SparkJob: --assetflow-context is added by assetflow; do not pass it")
         conf = dict(self.spark_conf)
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in conf.items()):

@@ -192,11 +192,16 @@ class AssetOrTimeSchedule(Schedule):
             dom = "*" if dom == "?" else dom
         else:
             dom = "?"
-            dow = re.sub(r"\d+", lambda m: str(int(m.group()) % 7 + 1), dow)
+            # shift day numbers only, not step values (``*/2``) or occurrences (``1#2``)
+            dow = re.sub(r"(?<![/#\d])\d+", lambda m: str(int(m.group()) % 7 + 1), dow)
         return f"cron({minute} {hour} {dom} {month} {dow} *)"
 
     def ticks_between(self, after: datetime, until: datetime) -> list[datetime]:
         """The scheduled times in ``(after, until]`` as aware UTC datetimes, oldest first.
+
+        Daylight saving time is handled like EventBridge Scheduler: the cron is matched against local
+        wall-clock times, a time skipped when clocks go forward does not run, and a time repeated when
+        clocks go back runs once (at its first occurrence).
 
         Raises:
             ValueError: either bound is a naive datetime.
@@ -205,13 +210,19 @@ class AssetOrTimeSchedule(Schedule):
         if after.tzinfo is None or until.tzinfo is None:
             raise ValueError("ticks_between needs aware datetimes")
         zone = ZoneInfo(self.timezone)
-        it = croniter(self.cron, after.astimezone(zone))
+        # iterate on naive wall-clock times: each local time is produced once, whatever the offset
+        it = croniter(self.cron, after.astimezone(zone).replace(tzinfo=None))
         ticks: list[datetime] = []
         while True:
-            tick = it.get_next(datetime).astimezone(UTC)
+            wall = it.get_next(datetime)
+            local = wall.replace(tzinfo=zone)  # fold=0: the first of a repeated time
+            tick = local.astimezone(UTC)
+            if tick.astimezone(zone).replace(tzinfo=None) != wall:
+                continue  # skipped when the clocks went forward
             if tick > until:
                 return ticks
-            ticks.append(tick)
+            if tick > after:
+                ticks.append(tick)
 
     def to_json(self) -> dict[str, Any]:
         """``{"kind": "asset_or_time", "cron", "timezone", "condition"}``."""

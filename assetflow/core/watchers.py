@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from assetflow.core.conditions import freeze_json, thaw_json
@@ -12,12 +12,32 @@ from assetflow.core.errors import DefinitionError, DocumentError
 from assetflow.core.filters import validate_pattern
 
 _WATCHER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,75}(\.fifo)?$")
-_SQS_ARN = re.compile(r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:([A-Za-z0-9_-]{1,75}(\.fifo)?)$")
+# up to 80 characters: a standard name, or a FIFO name of up to 75 characters and ".fifo"
+_QUEUE_NAME = re.compile(r"^([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")
+_SQS_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:([A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$"
+)
 _MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9-]+/[A-Za-z0-9-]+(-\d+)?$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _BROKER = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
 _FIELD_PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def _hashable(value: Any) -> Any:
+    """A hashable stand-in for a frozen JSON value that is equal wherever the values are equal."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, tuple | list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _reduce_source(source: SqsQueue | KafkaTopic) -> tuple[Any, ...]:
+    args = tuple(
+        thaw_json(getattr(source, f.name)) if f.name in ("filter", "schema") else getattr(source, f.name)
+        for f in fields(source)
+    )
+    return (type(source), args)
 
 
 def _check_common(what: str, filter: Any, schema: Any, partition_key_field: Any) -> tuple[Any, Any]:
@@ -97,6 +117,14 @@ class SqsQueue:
         object.__setattr__(self, "filter", frozen_filter)
         object.__setattr__(self, "schema", frozen_schema)
 
+    def __hash__(self) -> int:
+        # filter and schema are mappingproxies, which do not hash
+        return hash(_hashable(self.to_json()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild through __init__ (mappingproxies cannot be copied)
+        return _reduce_source(self)
+
     @property
     def queue_name(self) -> str:
         """The queue's name, from ``name`` or from the ARN."""
@@ -152,6 +180,10 @@ class SelfManagedKafka:
             raise DefinitionError(
                 f"SelfManagedKafka: bootstrap servers must be host:port, got {self.bootstrap_servers!r}"
             )
+        for server in self.bootstrap_servers:
+            port = int(server.rsplit(":", 1)[1])
+            if not 1 <= port <= 65535:
+                raise DefinitionError(f"SelfManagedKafka: {server!r}: the port must be between 1 and 65535")
 
     def to_json(self) -> dict[str, Any]:
         """``{"type": "self_managed", "bootstrap_servers": [...]}``."""
@@ -201,6 +233,14 @@ class KafkaTopic:
         frozen_filter, frozen_schema = _check_common(what, self.filter, self.schema, self.partition_key_field)
         object.__setattr__(self, "filter", frozen_filter)
         object.__setattr__(self, "schema", frozen_schema)
+
+    def __hash__(self) -> int:
+        # filter and schema are mappingproxies, which do not hash
+        return hash(_hashable(self.to_json()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild through __init__ (mappingproxies cannot be copied)
+        return _reduce_source(self)
 
     def to_json(self) -> dict[str, Any]:
         """The catalog document's SOURCE shape."""

@@ -1,0 +1,431 @@
+"""Schedules: partition-key mappers, asset-or-time (cron) schedules and their documents (DESIGN §1, §3.8)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from croniter import croniter
+
+from assetflow import (
+    Asset,
+    AssetAlias,
+    AssetOrTimeSchedule,
+    DailyMapper,
+    DefinitionError,
+    HourlyMapper,
+    IdentityMapper,
+    MonthlyMapper,
+    PartitionedAssetSchedule,
+    PartitionMapper,
+    WeeklyMapper,
+)
+from assetflow.core.errors import DocumentError
+from assetflow.core.schedules import (
+    AssetSchedule,
+    PartitionKeyError,
+    as_schedule,
+    parse_iso_key,
+    schedule_from_json,
+    utc,
+)
+
+A = Asset("s3://bucket/a")
+B = Asset("s3://bucket/b")
+
+
+# --- partition mappers --------------------------------------------------------------------------
+
+
+def test_factories_build_the_grains() -> None:
+    assert [m().grain for m in (IdentityMapper, HourlyMapper, DailyMapper, WeeklyMapper, MonthlyMapper)] == [
+        "identity",
+        "hourly",
+        "daily",
+        "weekly",
+        "monthly",
+    ]
+    assert DailyMapper() == PartitionMapper("daily")
+    assert DailyMapper().to_json() == {"grain": "daily"}
+
+
+def test_unknown_grain_is_refused() -> None:
+    with pytest.raises(DefinitionError, match="grain must be one of"):
+        PartitionMapper("yearly")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key", ["anything", "2026-11-21", "region=eu/day=1", "ü"])
+def test_identity_keeps_the_key(key: str) -> None:
+    assert IdentityMapper().map(key) == key
+
+
+@pytest.mark.parametrize(
+    ("key", "hourly", "daily", "weekly", "monthly"),
+    [
+        ("2026-11-21T10:15:00Z", "2026-11-21T10", "2026-11-21", "2026-W47", "2026-11"),
+        ("2026-11-21T10:15:00.123456+00:00", "2026-11-21T10", "2026-11-21", "2026-W47", "2026-11"),
+        ("2026-11-21T10:15:00", "2026-11-21T10", "2026-11-21", "2026-W47", "2026-11"),  # no offset means UTC
+        ("2026-11-21", "2026-11-21T00", "2026-11-21", "2026-W47", "2026-11"),  # date only
+        # offsets are converted to UTC first, which can change the hour, day, week and month
+        ("2026-11-21T01:30:00+02:00", "2026-11-20T23", "2026-11-20", "2026-W47", "2026-11"),
+        ("2026-11-30T22:00:00-05:00", "2026-12-01T03", "2026-12-01", "2026-W49", "2026-12"),
+        ("2026-11-23T00:30:00+01:00", "2026-11-22T23", "2026-11-22", "2026-W47", "2026-11"),
+    ],
+)
+def test_time_grains(key: str, hourly: str, daily: str, weekly: str, monthly: str) -> None:
+    assert HourlyMapper().map(key) == hourly
+    assert DailyMapper().map(key) == daily
+    assert WeeklyMapper().map(key) == weekly
+    assert MonthlyMapper().map(key) == monthly
+
+
+@pytest.mark.parametrize(
+    ("key", "week"),
+    [
+        ("2026-12-31", "2026-W53"),  # 2026 starts on a Thursday: it has 53 ISO weeks
+        ("2027-01-01", "2026-W53"),
+        ("2027-01-03", "2026-W53"),
+        ("2027-01-04", "2027-W01"),
+        ("2024-12-30", "2025-W01"),  # a Monday in December that belongs to next year's week 1
+        ("2021-01-03", "2020-W53"),
+        ("2027-01-04T00:30:00+02:00", "2026-W53"),  # still Sunday 2027-01-03 in UTC
+    ],
+)
+def test_weekly_uses_iso_weeks_across_year_boundaries(key: str, week: str) -> None:
+    assert WeeklyMapper().map(key) == week
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["yesterday", "2026-13-01", "2026-02-30", "2026-11-21T25:00", "21/11/2026", "2026-11-21T10:15:00+25:00"],
+)
+@pytest.mark.parametrize("mapper", [HourlyMapper(), DailyMapper(), WeeklyMapper(), MonthlyMapper()])
+def test_invalid_keys_raise_partition_key_error(mapper: PartitionMapper, key: str) -> None:
+    with pytest.raises(PartitionKeyError, match="is not ISO-8601"):
+        mapper.map(key)
+
+
+@pytest.mark.parametrize("key", ["", None, 20261121])
+@pytest.mark.parametrize("mapper", [IdentityMapper(), DailyMapper()])
+def test_empty_or_non_string_keys_are_refused(mapper: PartitionMapper, key: Any) -> None:
+    with pytest.raises(PartitionKeyError, match="non-empty string"):
+        mapper.map(key)
+
+
+def test_partition_key_error_is_a_value_error() -> None:
+    assert issubclass(PartitionKeyError, ValueError)
+
+
+def test_parse_iso_key_returns_aware_utc() -> None:
+    assert parse_iso_key("2026-11-21T10:15:00+02:00") == datetime(2026, 11, 21, 8, 15, tzinfo=UTC)
+    assert parse_iso_key("2026-11-21").tzinfo is UTC
+
+
+# --- AssetOrTimeSchedule: validation ------------------------------------------------------------
+
+
+def test_asset_or_time_defaults_to_utc_and_normalises_spacing() -> None:
+    schedule = AssetOrTimeSchedule("0  6 *  * *", A)
+    assert schedule.cron == "0 6 * * *"
+    assert schedule.timezone == "UTC"
+    assert schedule.condition == A
+
+
+def test_asset_or_time_takes_any_condition_or_a_list() -> None:
+    assert AssetOrTimeSchedule("0 6 * * *", [A, B]).condition == A & B
+    assert AssetOrTimeSchedule("0 6 * * *", A | AssetAlias("x")).condition == A | AssetAlias("x")
+
+
+@pytest.mark.parametrize(
+    "cron",
+    ["0 6 * *", "0 6 * * * *", "@daily", "61 6 * * *", "0 24 * * *", "0 6 32 * *", "not a cron", "", None],
+)
+def test_cron_must_be_five_valid_fields(cron: Any) -> None:
+    with pytest.raises(DefinitionError, match="is not a five-field cron expression"):
+        AssetOrTimeSchedule(cron, A)
+
+
+@pytest.mark.parametrize("cron", ["0 6 1 * 1", "0 6 1-5 * MON", "0 6 */2 * 1-5"])
+def test_both_day_fields_restricted_is_refused(cron: str) -> None:
+    with pytest.raises(DefinitionError, match="restricts both day-of-month and day-of-week"):
+        AssetOrTimeSchedule(cron, A)
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "utc+2", "", "../etc/passwd"])
+def test_unknown_time_zone_is_refused(zone: str) -> None:
+    with pytest.raises(DefinitionError, match="unknown time zone"):
+        AssetOrTimeSchedule("0 6 * * *", A, timezone=zone)
+
+
+def test_empty_asset_list_is_refused() -> None:
+    with pytest.raises(DefinitionError, match="AssetOrTimeSchedule assets: an empty list"):
+        AssetOrTimeSchedule("0 6 * * *", [])
+
+
+def test_asset_or_time_is_immutable_and_compares_by_value() -> None:
+    schedule = AssetOrTimeSchedule("0 6 * * *", A, timezone="Europe/Berlin")
+    with pytest.raises(AttributeError, match="immutable"):
+        schedule.cron = "0 7 * * *"  # type: ignore[misc]
+    assert schedule == AssetOrTimeSchedule("0 6 * * *", Asset("s3://bucket/a"), timezone="Europe/Berlin")
+    assert schedule != AssetOrTimeSchedule("0 6 * * *", A)
+    assert schedule != AssetOrTimeSchedule("0 7 * * *", A, timezone="Europe/Berlin")
+    assert hash(schedule) == hash(AssetOrTimeSchedule("0 6 * * *", A, timezone="Europe/Berlin"))
+
+
+# --- EventBridge expressions --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cron", "expression"),
+    [
+        ("0 6 * * *", "cron(0 6 * * ? *)"),
+        ("0 6 * * 1-5", "cron(0 6 ? * 2-6 *)"),
+        ("0 6 1 * *", "cron(0 6 1 * ? *)"),
+        ("0 6 * * 0", "cron(0 6 ? * 1 *)"),
+        ("0 6 * * 7", "cron(0 6 ? * 1 *)"),
+        ("0 6 * * 6", "cron(0 6 ? * 7 *)"),
+        ("0 6 * * 0,6", "cron(0 6 ? * 1,7 *)"),
+        ("0 6 * * MON-FRI", "cron(0 6 ? * MON-FRI *)"),
+        ("15,45 8-18 * * *", "cron(15,45 8-18 * * ? *)"),
+        ("30 2 1,15 1-6 *", "cron(30 2 1,15 1-6 ? *)"),
+        ("0 6 ? * 1", "cron(0 6 ? * 2 *)"),
+        ("0 6 1 * ?", "cron(0 6 1 * ? *)"),
+        ("0 6 ? * *", "cron(0 6 * * ? *)"),
+    ],
+)
+def test_eventbridge_expression(cron: str, expression: str) -> None:
+    assert AssetOrTimeSchedule(cron, A).eventbridge_expression() == expression
+
+
+def eventbridge_weekdays(field: str) -> set[int]:
+    """The days (Python weekday numbers, Monday = 0) an EventBridge day-of-week field (Sunday = 1) names."""
+    days: set[int] = set()
+    for part in field.split(","):
+        base, _, step = part.partition("/")
+        if base in ("*", "?"):
+            first, last = 1, 7
+        elif "-" in base:
+            first, last = (int(x) for x in base.split("-"))
+        else:
+            first = int(base)
+            last = 7 if step else first
+        days.update(range(first, last + 1, int(step or 1)))
+    return {(d - 2) % 7 for d in days}
+
+
+def cron_weekdays(cron: str) -> set[int]:
+    it = croniter(cron, datetime(2026, 11, 1, tzinfo=UTC))  # a Sunday
+    return {it.get_next(datetime).weekday() for _ in range(21)}
+
+
+@pytest.mark.parametrize("dow", ["1-5", "0", "0,3", "6", "2-4"])
+def test_eventbridge_day_of_week_names_the_same_days(dow: str) -> None:
+    cron = f"0 6 * * {dow}"
+    field = AssetOrTimeSchedule(cron, A).eventbridge_expression()[len("cron(") : -1].split()[4]
+    assert eventbridge_weekdays(field) == cron_weekdays(cron)
+
+
+@pytest.mark.parametrize("dow", ["*/2", "1-5/2", "0-6/3"])
+def test_eventbridge_day_of_week_steps_name_the_same_days(dow: str) -> None:
+    cron = f"0 6 * * {dow}"
+    field = AssetOrTimeSchedule(cron, A).eventbridge_expression()[len("cron(") : -1].split()[4]
+    assert eventbridge_weekdays(field) == cron_weekdays(cron)
+
+
+def test_eventbridge_nth_weekday() -> None:
+    # the second Monday of the month
+    assert AssetOrTimeSchedule("0 6 * * 1#2", A).eventbridge_expression() == "cron(0 6 ? * 2#2 *)"
+
+
+# --- ticks --------------------------------------------------------------------------------------
+
+
+def test_ticks_in_utc_exclude_after_and_include_until() -> None:
+    schedule = AssetOrTimeSchedule("0 6 * * *", A)
+    ticks = schedule.ticks_between(
+        datetime(2026, 11, 20, 6, tzinfo=UTC), datetime(2026, 11, 22, 6, tzinfo=UTC)
+    )
+    assert ticks == [datetime(2026, 11, 21, 6, tzinfo=UTC), datetime(2026, 11, 22, 6, tzinfo=UTC)]
+    assert all(t.tzinfo is UTC for t in ticks)
+
+
+def test_no_ticks_in_an_empty_window() -> None:
+    schedule = AssetOrTimeSchedule("0 6 * * *", A)
+    assert (
+        schedule.ticks_between(datetime(2026, 11, 20, 7, tzinfo=UTC), datetime(2026, 11, 21, 5, tzinfo=UTC))
+        == []
+    )
+
+
+def test_ticks_are_read_in_the_schedule_time_zone() -> None:
+    schedule = AssetOrTimeSchedule("0 6 * * *", A, timezone="America/New_York")
+    ticks = schedule.ticks_between(datetime(2026, 11, 20, tzinfo=UTC), datetime(2026, 11, 22, tzinfo=UTC))
+    assert ticks == [datetime(2026, 11, 20, 11, tzinfo=UTC), datetime(2026, 11, 21, 11, tzinfo=UTC)]
+
+
+def test_bounds_in_other_offsets_mean_the_same_instants() -> None:
+    schedule = AssetOrTimeSchedule("0 6 * * *", A)
+    plus_two = timezone(timedelta(hours=2))
+    ticks = schedule.ticks_between(
+        datetime(2026, 11, 20, 8, tzinfo=plus_two), datetime(2026, 11, 21, 8, tzinfo=plus_two)
+    )
+    assert ticks == [datetime(2026, 11, 21, 6, tzinfo=UTC)]
+
+
+def test_ticks_follow_the_october_dst_change_in_berlin() -> None:
+    # 06:00 Berlin is 04:00Z in summer time (CEST) and 05:00Z from 2026-10-25 (CET)
+    schedule = AssetOrTimeSchedule("0 6 * * *", A, timezone="Europe/Berlin")
+    ticks = schedule.ticks_between(
+        datetime(2026, 10, 23, 12, tzinfo=UTC), datetime(2026, 10, 27, 12, tzinfo=UTC)
+    )
+    assert ticks == [
+        datetime(2026, 10, 24, 4, tzinfo=UTC),
+        datetime(2026, 10, 25, 5, tzinfo=UTC),
+        datetime(2026, 10, 26, 5, tzinfo=UTC),
+        datetime(2026, 10, 27, 5, tzinfo=UTC),
+    ]
+
+
+def test_hourly_ticks_across_the_dst_changes_are_one_per_real_hour() -> None:
+    schedule = AssetOrTimeSchedule("0 * * * *", A, timezone="Europe/Berlin")
+    spring = schedule.ticks_between(
+        datetime(2026, 3, 28, 23, 30, tzinfo=UTC), datetime(2026, 3, 29, 2, 30, tzinfo=UTC)
+    )
+    assert spring == [datetime(2026, 3, 29, h, tzinfo=UTC) for h in (0, 1, 2)]
+
+
+def test_daily_tick_in_the_repeated_hour_runs_once() -> None:
+    schedule = AssetOrTimeSchedule("30 2 * * *", A, timezone="Europe/Berlin")
+    ticks = schedule.ticks_between(
+        datetime(2026, 10, 24, 12, tzinfo=UTC), datetime(2026, 10, 26, 12, tzinfo=UTC)
+    )
+    assert ticks == [datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 26, 1, 30, tzinfo=UTC)]
+
+
+def test_daily_tick_in_the_skipped_hour_is_skipped_like_eventbridge() -> None:
+    schedule = AssetOrTimeSchedule("30 2 * * *", A, timezone="Europe/Berlin")
+    ticks = schedule.ticks_between(
+        datetime(2026, 3, 28, 12, tzinfo=UTC), datetime(2026, 3, 30, 12, tzinfo=UTC)
+    )
+    assert ticks == [datetime(2026, 3, 30, 0, 30, tzinfo=UTC)]
+
+
+@pytest.mark.parametrize(
+    ("after", "until"),
+    [
+        (datetime(2026, 11, 20), datetime(2026, 11, 21, tzinfo=UTC)),
+        (datetime(2026, 11, 20, tzinfo=UTC), datetime(2026, 11, 21)),
+    ],
+)
+def test_ticks_refuse_naive_datetimes(after: datetime, until: datetime) -> None:
+    with pytest.raises(ValueError, match="aware"):
+        AssetOrTimeSchedule("0 6 * * *", A).ticks_between(after, until)
+
+
+# --- other schedules ----------------------------------------------------------------------------
+
+
+def test_partitioned_schedule_defaults_to_identity() -> None:
+    schedule = PartitionedAssetSchedule(A)
+    assert schedule.mapper == IdentityMapper()
+    assert schedule.partitioned is True
+    assert schedule.condition == A
+
+
+def test_partitioned_schedule_checks_the_mapper() -> None:
+    with pytest.raises(DefinitionError, match="mapper must be a PartitionMapper"):
+        PartitionedAssetSchedule(A, mapper="daily")  # type: ignore[arg-type]
+
+
+def test_partitioned_schedule_is_immutable_and_compares_by_value() -> None:
+    schedule = PartitionedAssetSchedule([A, B], mapper=DailyMapper())
+    assert schedule.condition == A & B
+    assert schedule == PartitionedAssetSchedule(A & B, DailyMapper())
+    assert schedule != PartitionedAssetSchedule(A & B, HourlyMapper())
+    assert hash(schedule) == hash(PartitionedAssetSchedule(A & B, DailyMapper()))
+    with pytest.raises(AttributeError, match="immutable"):
+        schedule.mapper = HourlyMapper()  # type: ignore[misc]
+
+
+def test_as_schedule_wraps_conditions() -> None:
+    assert as_schedule(A | B, "s") == AssetSchedule(A | B)
+    assert as_schedule([A, B], "s") == AssetSchedule(A & B)
+    assert as_schedule(A, "s").partitioned is False
+    timed = AssetOrTimeSchedule("0 6 * * *", A)
+    assert as_schedule(timed, "s") is timed
+    with pytest.raises(DefinitionError, match="got int"):
+        as_schedule(5, "s")
+
+
+def test_utc_helper() -> None:
+    assert utc(datetime(2026, 1, 1, 2, tzinfo=timezone(timedelta(hours=2)))) == datetime(
+        2026, 1, 1, tzinfo=UTC
+    )
+    with pytest.raises(ValueError, match="timezone-aware"):
+        utc(datetime(2026, 1, 1))
+
+
+# --- documents ----------------------------------------------------------------------------------
+
+
+def test_schedule_document_shapes() -> None:
+    assert AssetSchedule(A).to_json() == {
+        "kind": "assets",
+        "condition": {"type": "asset", "uri": "s3://bucket/a"},
+    }
+    assert AssetOrTimeSchedule("0 6 * * *", A, timezone="Europe/Berlin").to_json() == {
+        "kind": "asset_or_time",
+        "cron": "0 6 * * *",
+        "timezone": "Europe/Berlin",
+        "condition": {"type": "asset", "uri": "s3://bucket/a"},
+    }
+    assert PartitionedAssetSchedule(A, WeeklyMapper()).to_json() == {
+        "kind": "partitioned",
+        "condition": {"type": "asset", "uri": "s3://bucket/a"},
+        "mapper": {"grain": "weekly"},
+    }
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        AssetSchedule(A),
+        AssetSchedule((A & B) | AssetAlias("x")),
+        AssetOrTimeSchedule("*/5 * * * 1-5", [A, B], timezone="Asia/Kolkata"),
+        PartitionedAssetSchedule(A | B),
+        PartitionedAssetSchedule(A, MonthlyMapper()),
+    ],
+    ids=repr,
+)
+def test_schedule_round_trip(schedule: Any) -> None:
+    assert schedule_from_json(schedule.to_json()) == schedule
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"kind": "weekly", "condition": {"type": "asset", "uri": "a"}},
+        {"kind": "assets"},
+        {"condition": {"type": "asset", "uri": "a"}},
+        {
+            "kind": "asset_or_time",
+            "cron": "bad",
+            "timezone": "UTC",
+            "condition": {"type": "asset", "uri": "a"},
+        },
+        {"kind": "asset_or_time", "cron": "0 6 * * *", "condition": {"type": "asset", "uri": "a"}},
+        {"kind": "partitioned", "condition": {"type": "asset", "uri": "a"}, "mapper": {"grain": "yearly"}},
+        {"kind": "partitioned", "condition": {"type": "asset", "uri": "a"}},
+        {"kind": "assets", "condition": {"type": "all", "of": []}},
+    ],
+)
+def test_schedule_from_json_refuses_bad_documents(doc: dict[str, Any]) -> None:
+    with pytest.raises(DocumentError):
+        schedule_from_json(doc)
+
+
+def test_unknown_kind_message_names_it() -> None:
+    with pytest.raises(DocumentError, match=re.escape("unknown schedule kind 'weekly'")):
+        schedule_from_json({"kind": "weekly", "condition": {"type": "asset", "uri": "a"}})

@@ -48,6 +48,8 @@ class Settings:
     code_prefix: str = "code/"
     region: str | None = None
     path_map: Mapping[str, str] | None = None
+    #: The watcher an ingest function serves (the stack deploys one per watcher; its queue's name is generated).
+    watcher_name: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -77,6 +79,7 @@ class Settings:
             code_prefix=environ.get("CODE_PREFIX", "code/"),
             region=environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"),
             path_map=path_map,
+            watcher_name=environ.get("WATCHER_NAME") or None,
         )
 
 
@@ -141,12 +144,12 @@ class Dependencies:
         """The ingest translator over the catalog, with every watcher's JSON Schema checked and compiled.
 
         Raises:
-            DefinitionError: a watcher's schema is not a valid JSON Schema (a definition error: the function
-                fails rather than quarantine every message for it).
+            DefinitionError: a watcher's schema is not a valid JSON Schema, or WATCHER_NAME names no watcher
+                (definition errors: the function fails rather than quarantine every message for them).
         """
         from assetflow.adapters.messages import MessageTranslator  # only ingest needs jsonschema
 
-        return MessageTranslator(self.catalog)
+        return MessageTranslator(self.catalog, watcher=self.settings.watcher_name)
 
     @cached_property
     def evaluator(self) -> Evaluator:

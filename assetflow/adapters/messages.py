@@ -1,0 +1,704 @@
+"""SQS messages and Kafka records of the Lambda event shapes into asset events or quarantine decisions."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import islice
+from typing import Any, Literal, Protocol
+
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import Draft202012Validator, validator_for
+from referencing.exceptions import Unresolvable
+
+from assetflow.core.catalog import Catalog
+from assetflow.core.conditions import thaw_json
+from assetflow.core.errors import DefinitionError
+from assetflow.core.events import AssetEvent, derive_id
+from assetflow.core.filters import extract_field, matches
+from assetflow.core.watchers import AssetWatcher, KafkaTopic, MskCluster, SelfManagedKafka, SqsQueue
+
+#: The largest event ``extra`` (its JSON as the store writes it: ASCII-escaped) that ingest accepts. An event
+#: is written twice (the event item and its dedupe record), each a DynamoDB item of at most 400 KB, and it is
+#: copied into queue entries and inline run triggers; 256 KiB leaves room for the keys and the rest of the
+#: event. Larger messages are quarantined with the reason, never truncated: producers should send a
+#: reference (an ``s3://`` URI) instead of the data.
+MAX_EXTRA_BYTES = 256 * 1024
+#: The most of a quarantined message's body that is kept (the quarantine record is one DynamoDB item too);
+#: when a body is cut, the reason says so and the facts keep the full body's size and SHA-256.
+MAX_QUARANTINE_BODY_BYTES = 256 * 1024
+#: The most of a quarantined message's facts (JSON) that is kept; larger values are replaced by their size.
+MAX_QUARANTINE_FACTS_BYTES = 64 * 1024
+#: JSON payloads nested deeper than this are quarantined: filters, schema validation and the event's own
+#: (de)serialisation recurse, and Python's recursion limit must not decide what happens to a message.
+MAX_PAYLOAD_DEPTH = 64
+#: Partition keys go into DynamoDB key attributes (queue keys), whose size is bounded.
+MAX_PARTITION_KEY_BYTES = 512
+#: Validator messages quote the offending value, which may be large.
+MAX_DETAIL_CHARS = 500
+#: The watcher named in quarantine records of messages that no watcher claims; watcher names start with a
+#: letter or digit, so this cannot be a watcher's name.
+UNKNOWN_WATCHER = "(unknown)"
+_MAX_SCHEMA_ERRORS = 20
+# ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+ReasonCode = Literal[
+    "unknown-source",
+    "malformed-record",
+    "not-base64",
+    "not-utf8",
+    "too-deep",
+    "filter",
+    "schema",
+    "schema-unusable",
+    "partition-key",
+    "too-large",
+]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A message that becomes one asset event; ``identity`` (the message's identity) is its dedupe key."""
+
+    event: AssetEvent
+    identity: str
+    watcher: str
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A message that is kept aside with the reason; ``code`` names the kind of reason for logs and metrics."""
+
+    watcher: str
+    code: ReasonCode
+    reason: str
+    body: str
+    facts: Mapping[str, Any]
+    identity: str
+
+
+Outcome = Accepted | Quarantined
+
+
+@dataclass(frozen=True)
+class KafkaSource:
+    """The cluster a Kafka Lambda event comes from (the fields next to its ``records``)."""
+
+    event_source: str = ""
+    event_source_arn: str | None = None
+    bootstrap_servers: tuple[str, ...] = ()
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> KafkaSource:
+        """Read the cluster fields of an MSK (``aws:kafka``) or self-managed Kafka Lambda event."""
+        servers = event.get("bootstrapServers")
+        return cls(
+            event_source=str(event.get("eventSource") or ""),
+            event_source_arn=str(event["eventSourceArn"]) if event.get("eventSourceArn") else None,
+            bootstrap_servers=tuple(s for s in str(servers).split(",") if s) if servers else (),
+        )
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster in message identities: the MSK ARN, else the sorted bootstrap servers."""
+        if self.event_source_arn:
+            return self.event_source_arn
+        if self.bootstrap_servers:
+            return "bootstrap:" + ",".join(sorted(self.bootstrap_servers))
+        return "unknown-cluster"
+
+
+def build_validator(schema: Mapping[str, Any], what: str) -> Validator:
+    """A validator for a watcher's JSON Schema: the draft its ``$schema`` names, Draft 2020-12 by default.
+
+    Raises:
+        DefinitionError: the schema is not a valid JSON Schema; the message names the watcher and the problem.
+
+    """
+    cls = validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        raise DefinitionError(
+            f"{what}: invalid JSON Schema at {exc.json_path}: {_clip(exc.message)}"
+        ) from exc
+    return cls(schema)
+
+
+def check_schemas(catalog: Catalog) -> dict[str, Validator]:
+    """Build the validator of every watcher that has a schema.
+
+    Raises:
+        DefinitionError: a watcher's schema is invalid (the first one found, by watcher name).
+
+    """
+    validators: dict[str, Validator] = {}
+    for name, (watcher, _uri) in catalog.watchers.items():
+        if watcher.source.schema is not None:
+            validators[name] = build_validator(thaw_json(watcher.source.schema), f"watcher {name!r} schema")
+    return validators
+
+
+class MessageTranslator:
+    """Decides, for each message, the asset event it becomes or why it is quarantined; never raises for input.
+
+    Built once per container: the watcher index and the JSON Schema validators are made here.
+
+    ``watcher`` names the watcher this function serves, when it serves one: the stack deploys one ingest
+    function per watcher, and the queues it creates have generated names, so a record the event source mapping
+    delivers belongs to that watcher whatever its queue is called (an SQS record from a queue that another
+    watcher names by ARN excepted). Without it (the local runtime), a record is matched by its queue's ARN
+    (``SqsQueue(arn=...)``), its queue's name (``SqsQueue(name)``) or its topic and cluster.
+
+    Raises:
+        DefinitionError: a watcher's JSON Schema is invalid, or ``watcher`` is not a watcher of the catalog.
+
+    """
+
+    def __init__(self, catalog: Catalog, *, watcher: str | None = None) -> None:
+        self._validators = check_schemas(catalog)
+        self._bound: tuple[AssetWatcher, str] | None = None
+        if watcher is not None:
+            if watcher not in catalog.watchers:
+                raise DefinitionError(
+                    f"this function serves watcher {watcher!r} (WATCHER_NAME), which the catalog does not have; "
+                    "deploy the catalog and the functions together"
+                )
+            self._bound = catalog.watchers[watcher]
+        self._sqs_by_arn: dict[str, tuple[AssetWatcher, str]] = {}
+        self._sqs_by_name: dict[str, tuple[AssetWatcher, str]] = {}
+        self._kafka_by_topic: dict[str, list[tuple[AssetWatcher, str]]] = {}
+        for found, uri in catalog.watchers.values():
+            source = found.source
+            if isinstance(source, SqsQueue):
+                if source.arn is not None:
+                    self._sqs_by_arn[source.arn] = (found, uri)
+                else:
+                    self._sqs_by_name[source.queue_name] = (found, uri)
+            else:
+                self._kafka_by_topic.setdefault(source.topic, []).append((found, uri))
+
+    # ---- SQS -----------------------------------------------------------------------------------------
+
+    def from_sqs(self, record: Mapping[str, Any], *, now: datetime) -> Outcome:
+        """Translate one record of an SQS Lambda event.
+
+        The identity is ``sqs:<queue ARN>:<messageId>``: SQS redelivers a message with the same id.
+        """
+        arn = str(record.get("eventSourceARN") or "")
+        queue = arn.rsplit(":", 1)[-1]
+        body = record.get("body")
+        text = body if isinstance(body, str) else ""
+        message_id = record.get("messageId")
+        if isinstance(message_id, str) and message_id:
+            identity = f"sqs:{arn}:{message_id}"
+        else:
+            identity = f"sqs:{arn}:no-message-id:{_sha256(json.dumps(record, sort_keys=True, default=str))}"
+        facts = {
+            "queue": queue,
+            "message_id": message_id,
+            "attributes": _plain_mapping(record.get("attributes")),
+            "message_attributes": _plain_mapping(record.get("messageAttributes")),
+        }
+        found = self._sqs_by_arn.get(arn) or self._bound_to(SqsQueue) or self._sqs_by_name.get(queue)
+        if found is None:
+            return _quarantine(
+                UNKNOWN_WATCHER,
+                "unknown-source",
+                f"no watcher watches SQS queue {arn or '(no eventSourceARN)'}",
+                facts,
+                identity,
+                text=text,
+            )
+        watcher, uri = found
+        if not isinstance(message_id, str) or not message_id:
+            return _quarantine(
+                watcher.name,
+                "malformed-record",
+                "the SQS record has no messageId",
+                facts,
+                identity,
+                text=text,
+            )
+        return self._judge(watcher, uri, "sqs", decode_payload(text), facts, identity, now, text=text)
+
+    # ---- Kafka ---------------------------------------------------------------------------------------
+
+    def from_kafka(self, record: Mapping[str, Any], *, source: KafkaSource, now: datetime) -> Outcome:
+        """Translate one record of an MSK or self-managed Kafka Lambda event.
+
+        The identity is ``kafka:<cluster>:<topic>:<partition>:<offset>:<timestamp>``. The cluster keeps two
+        clusters' topics apart; the record's timestamp (set once, by the producer or the broker) keeps a
+        deleted and re-created topic, whose offsets start again at 0, from passing for redeliveries.
+        """
+        topic = str(record.get("topic") or "")
+        partition = _as_int(record.get("partition"))
+        offset = _as_int(record.get("offset"))
+        timestamp = record.get("timestamp")
+        stamp = "-" if timestamp is None else timestamp
+        identity = f"kafka:{source.cluster_id}:{topic}:{partition}:{offset}:{stamp}"
+        if partition is None or offset is None:
+            # Malformed records must not share one identity, or all but the first would pass for redeliveries.
+            identity += f":malformed:{_sha256(json.dumps(record, sort_keys=True, default=str))}"
+        raw_value = record.get("value")
+        facts: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "key": None,
+            "headers": {},
+            "timestamp": timestamp,
+            "timestamp_type": record.get("timestampType"),
+        }
+        found = self._kafka_watcher(topic, source)
+        watcher_name = found[0].name if found else UNKNOWN_WATCHER
+
+        value: bytes | None = None
+        if raw_value is not None:
+            try:
+                value = base64.b64decode(str(raw_value), validate=True)
+            except (binascii.Error, ValueError):
+                return _quarantine(
+                    watcher_name,
+                    "not-base64",
+                    "the record's value is not base64 as Lambda delivers it",
+                    facts,
+                    identity,
+                    text=str(raw_value),
+                )
+        try:
+            facts["key"] = _decode_key(record.get("key"))
+        except (binascii.Error, ValueError):
+            return _quarantine(
+                watcher_name,
+                "not-base64",
+                "the record's key is not base64 as Lambda delivers it",
+                facts,
+                identity,
+                raw=value or b"",
+            )
+        facts["headers"] = _decode_headers(record.get("headers"))
+
+        if found is None:
+            where = source.event_source_arn or ",".join(source.bootstrap_servers) or "an unnamed cluster"
+            return _quarantine(
+                UNKNOWN_WATCHER,
+                "unknown-source",
+                f"no watcher watches Kafka topic {topic!r} on {where}",
+                facts,
+                identity,
+                raw=value or b"",
+            )
+        watcher, uri = found
+        if partition is None or offset is None:
+            return _quarantine(
+                watcher.name,
+                "malformed-record",
+                "the Kafka record has no integer partition and offset",
+                facts,
+                identity,
+                raw=value or b"",
+            )
+        if value is None:
+            # A tombstone (null value): there is no body, and null is the payload.
+            return self._judge(watcher, uri, "kafka", None, facts, identity, now, text="")
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return _quarantine(
+                watcher.name,
+                "not-utf8",
+                f"the record's value is not UTF-8 ({exc.reason} at byte {exc.start}); the body is kept as base64",
+                facts,
+                identity,
+                raw=value,
+            )
+        return self._judge(watcher, uri, "kafka", decode_payload(text), facts, identity, now, text=text)
+
+    def _bound_to(self, kind: type[SqsQueue] | type[KafkaTopic]) -> tuple[AssetWatcher, str] | None:
+        if self._bound is not None and isinstance(self._bound[0].source, kind):
+            return self._bound
+        return None
+
+    def _kafka_watcher(self, topic: str, source: KafkaSource) -> tuple[AssetWatcher, str] | None:
+        bound = self._bound_to(KafkaTopic)
+        if bound is not None and bound[0].source.topic == topic:  # type: ignore[union-attr]
+            return bound
+        candidates = self._kafka_by_topic.get(topic, [])
+        servers = set(source.bootstrap_servers)
+        for watcher, uri in candidates:
+            cluster = watcher.source.cluster  # type: ignore[union-attr]
+            if isinstance(cluster, MskCluster) and cluster.cluster_arn == source.event_source_arn:
+                return watcher, uri
+            if isinstance(cluster, SelfManagedKafka) and servers & set(cluster.bootstrap_servers):
+                return watcher, uri
+        defaults = [c for c in candidates if c[0].source.cluster is None]  # type: ignore[union-attr]
+        if defaults:
+            return defaults[0]
+        # The local runtime delivers every topic from its own broker: a topic watched on one cluster only is
+        # that watcher's, whatever the event says about the cluster (the catalog forbids two watchers on
+        # one topic of one cluster, so no second claimant can exist).
+        if len(candidates) == 1:
+            return candidates[0]
+        return None
+
+    # ---- the rules of a watcher ----------------------------------------------------------------------
+
+    def _judge(
+        self,
+        watcher: AssetWatcher,
+        uri: str,
+        kind: Literal["sqs", "kafka"],
+        payload: Any,
+        facts: dict[str, Any],
+        identity: str,
+        now: datetime,
+        *,
+        text: str,
+    ) -> Outcome:
+        source = watcher.source
+
+        def reject(code: ReasonCode, reason: str) -> Quarantined:
+            return _quarantine(watcher.name, code, reason, facts, identity, text=text)
+
+        if _nesting_exceeds(payload, MAX_PAYLOAD_DEPTH):
+            return reject("too-deep", f"the JSON payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
+        if source.filter is not None and not matches(source.filter, payload):
+            return reject("filter", _filter_reason(source.filter, payload))
+        validator = self._validators.get(watcher.name)
+        if validator is not None:
+            try:
+                errors = list(islice(validator.iter_errors(payload), _MAX_SCHEMA_ERRORS))
+            except (Unresolvable, RecursionError) as exc:
+                return reject(
+                    "schema-unusable",
+                    f"the watcher's JSON Schema cannot be applied ({type(exc).__name__}: {_clip(str(exc))}); "
+                    "fix the schema and replay the message",
+                )
+            if errors:
+                error = best_match(errors)
+                more = len(errors) - 1
+                also = (
+                    "" if not more else f" (and {more}{'+' if more == _MAX_SCHEMA_ERRORS - 1 else ''} more)"
+                )
+                return reject(
+                    "schema",
+                    f"the payload does not match the watcher's JSON Schema at {error.json_path}: "
+                    f"{_clip(error.message)}{also}",
+                )
+        partition_key = None
+        if source.partition_key_field is not None:
+            partition_key, problem = _partition_key(payload, source.partition_key_field)
+            if problem is not None:
+                return reject("partition-key", problem)
+        extra = {"payload": payload, "message": facts}
+        # Measured as the store writes it (json.dumps' defaults escape non-ASCII), so bytes == characters.
+        size = len(json.dumps(extra, sort_keys=True))
+        if size > MAX_EXTRA_BYTES:
+            return reject(
+                "too-large",
+                f"payload too large for an event; its extra is {size} bytes of JSON, over the "
+                f"{MAX_EXTRA_BYTES}-byte limit. Send a reference to the data (e.g. an s3:// URI) instead",
+            )
+        event = AssetEvent(
+            asset=uri,
+            id=derive_id("ev", identity),
+            timestamp=now,
+            extra=extra,
+            source={"type": "watcher", "watcher": watcher.name, "kind": kind},
+            partition_key=partition_key,
+        )
+        return Accepted(event=event, identity=identity, watcher=watcher.name)
+
+
+class IngestStore(Protocol):
+    """What ingest needs of the store (``DynamoDbStore`` provides it)."""
+
+    def put_event(
+        self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None
+    ) -> tuple[AssetEvent, bool]:
+        """Store an event once per dedupe key."""
+        ...
+
+    def quarantine(
+        self,
+        *,
+        watcher: str,
+        reason: str,
+        body: str,
+        facts: Mapping[str, Any],
+        identity: str,
+        now: datetime,
+    ) -> bool:
+        """Keep a rejected message once per identity."""
+        ...
+
+
+def store_outcome(store: IngestStore, outcome: Outcome, *, now: datetime) -> bool:
+    """Write an outcome: the event, or the quarantine record, once per message identity.
+
+    Returns whether this call wrote it (False for a redelivery, including one after a crash between the
+    write and the acknowledgement).
+
+    Raises:
+        StoreUnavailableError: the store is throttled or unavailable; fail the message so it is retried.
+        ConflictError: a concurrent writer of the same message left the store undecided; retry.
+
+    """
+    if isinstance(outcome, Accepted):
+        _, created = store.put_event(outcome.event, dedupe_key=outcome.identity, now=now)
+        return created
+    return store.quarantine(
+        watcher=outcome.watcher,
+        reason=outcome.reason,
+        body=outcome.body,
+        facts=outcome.facts,
+        identity=outcome.identity,
+        now=now,
+    )
+
+
+# ---- decoding helpers ----------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range")
+    return number
+
+
+def decode_payload(text: str) -> Any:
+    """The payload of a message body: its JSON value if the text is JSON, else the text itself.
+
+    JSON that cannot be stored faithfully (NaN, Infinity, numbers beyond a double's range) or that nests too
+    deeply to parse is kept as text.
+    """
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError):
+        return text
+
+
+def _decode_bytes(raw: bytes) -> str | dict[str, str]:
+    # Keys and headers are often text; binary ones (a Java long key, an Avro header) are kept as base64,
+    # marked so that they cannot be mistaken for text.
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(raw).decode("ascii")}
+
+
+def _decode_key(key: Any) -> str | dict[str, str] | None:
+    if key is None:
+        return None
+    return _decode_bytes(base64.b64decode(str(key), validate=True))
+
+
+def _header_bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        # Java producers' bytes are signed: -1 is 0xFF.
+        return bytes(int(b) & 0xFF for b in value if isinstance(b, int))
+    text = str(value)
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _decode_headers(headers: Any) -> dict[str, Any]:
+    """Headers as ``{name: value}``; a name that occurs more than once maps to the list of its values."""
+    decoded: dict[str, Any] = {}
+    repeated: set[str] = set()
+    chunks: Iterable[Any] = headers if isinstance(headers, list) else []
+    for chunk in chunks:
+        if not isinstance(chunk, Mapping):
+            continue
+        for name, value in chunk.items():
+            raw = _header_bytes(value)
+            text = None if raw is None else _decode_bytes(raw)
+            name = str(name)
+            if name in repeated:
+                decoded[name].append(text)
+            elif name in decoded:
+                decoded[name] = [decoded[name], text]
+                repeated.add(name)
+            else:
+                decoded[name] = text
+    return decoded
+
+
+def _plain_mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items()}
+
+
+def _as_int(value: Any) -> int | None:
+    # Some Lambda samples spell the partition as a string ("0").
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INTEGER.fullmatch(value):
+        return int(value)
+    return None
+
+
+def _sha256(text: str | bytes) -> str:
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def _clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _filter_reason(pattern: Mapping[str, Any], payload: Any) -> str:
+    if not isinstance(payload, Mapping):
+        return f"filtered out: the watcher's filter needs a JSON object payload, got {_kind_of(payload)}"
+    failing = [key for key, rule in pattern.items() if not matches({key: rule}, payload)]
+    return "filtered out: the payload does not match the watcher's filter on " + ", ".join(
+        repr(key) for key in failing
+    )
+
+
+def _partition_key(payload: Any, field: str) -> tuple[str | None, str | None]:
+    """The partition key at ``field`` and None, or None and why there is no usable key."""
+    value = extract_field(payload, field)
+    where = f"the payload's {field!r} (the watcher's partition_key_field)"
+    if value is None:
+        return None, f"{where} is missing or null; a partition-aware consumer needs it"
+    if isinstance(value, bool):
+        key = "true" if value else "false"
+    elif isinstance(value, int | float):
+        key = json.dumps(value)
+    elif isinstance(value, str):
+        key = value
+    else:
+        return None, f"{where} is {_kind_of(value)}; a partition key must be a string or a number"
+    if not key.strip():
+        return None, f"{where} is empty"
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None, f"{where} is not valid Unicode text"
+    if size > MAX_PARTITION_KEY_BYTES:
+        return None, f"{where} is {size} bytes long; partition keys are at most {MAX_PARTITION_KEY_BYTES}"
+    return key, None
+
+
+def _fit_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
+    fitted = dict(facts)
+    if len(json.dumps(fitted, sort_keys=True, default=str)) <= MAX_QUARANTINE_FACTS_BYTES:
+        return fitted
+    # Keep the small facts (ids, offsets) that locate the message; replace the bulky ones by their size.
+    for name, value in facts.items():
+        size = len(json.dumps(value, sort_keys=True, default=str))
+        if size > 1024:
+            fitted[name] = {"omitted_bytes": size}
+    return fitted
+
+
+def _quarantine(
+    watcher: str,
+    code: ReasonCode,
+    reason: str,
+    facts: Mapping[str, Any],
+    identity: str,
+    *,
+    text: str | None = None,
+    raw: bytes | None = None,
+) -> Quarantined:
+    """A quarantine decision; the body is the text, or base64 of the raw bytes when they are not text."""
+    if text is not None:
+        data = text.encode("utf-8", "surrogatepass")
+        encoding = "text"
+    else:
+        data = raw or b""
+        encoding = "base64"
+    body_facts = {"encoding": encoding, "bytes": len(data), "sha256": _sha256(data), "truncated": False}
+    if encoding == "text":
+        kept = data[:MAX_QUARANTINE_BODY_BYTES]
+        # Cut on a character boundary; lone surrogates (impossible in real messages) become U+FFFD.
+        body = kept.decode("utf-8", "ignore") if len(kept) < len(data) else data.decode("utf-8", "replace")
+    else:
+        kept = data[: MAX_QUARANTINE_BODY_BYTES // 4 * 3]
+        body = base64.b64encode(kept).decode("ascii")
+    if len(kept) < len(data):
+        body_facts["truncated"] = True
+        reason = (
+            f"{reason} (the body kept here is cut to its first {len(kept)} of {len(data)} bytes; "
+            "facts.body.sha256 identifies the whole message)"
+        )
+    return Quarantined(
+        watcher=watcher,
+        code=code,
+        reason=reason,
+        body=body,
+        facts=_fit_facts({**facts, "body": body_facts}),
+        identity=identity,
+    )
+
+
+__all__ = [
+    "MAX_EXTRA_BYTES",
+    "MAX_PAYLOAD_DEPTH",
+    "MAX_QUARANTINE_BODY_BYTES",
+    "UNKNOWN_WATCHER",
+    "Accepted",
+    "IngestStore",
+    "KafkaSource",
+    "MessageTranslator",
+    "Outcome",
+    "Quarantined",
+    "build_validator",
+    "check_schemas",
+    "decode_payload",
+    "store_outcome",
+]

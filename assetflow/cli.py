@@ -19,8 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from assetflow.adapters.messages import check_schemas
 from assetflow.core.catalog import Catalog
-from assetflow.core.errors import CatalogError
+from assetflow.core.errors import CatalogError, DefinitionError
 from assetflow.core.graph import condition_text, to_dot, to_mermaid
 from assetflow.loader import LoadError, load_catalog
 
@@ -56,8 +57,12 @@ def _write(args: argparse.Namespace, text: str) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Check the definitions as a whole."""
+    """Check the definitions as a whole, including that every watcher's JSON Schema is itself valid."""
     catalog = _catalog(args)
+    try:
+        check_schemas(catalog)
+    except DefinitionError as exc:
+        raise CliError(str(exc)) from exc
     summary = {
         "valid": True,
         "pipelines": len(catalog.pipelines),

@@ -223,3 +223,13 @@ def test_common_options_are_accepted_everywhere(
         PIPELINES,
     )
     assert code == 0
+
+
+def test_validate_refuses_an_invalid_watcher_schema(tmp_path, capsys) -> None:
+    (tmp_path / "bad.py").write_text(
+        "from assetflow import Asset, AssetWatcher, Pipeline, SparkJob, SqsQueue\n"
+        "a = Asset('x-t://a', watchers=[AssetWatcher('w', SqsQueue('q', schema={'type': 'no-such-type'}))])\n"
+        "p = Pipeline('p', schedule=a, job=SparkJob('spark_jobs/p.py'))\n"
+    )
+    assert cli.main(["validate", "--pipelines", str(tmp_path)]) == 1
+    assert "watcher 'w' schema" in capsys.readouterr().err

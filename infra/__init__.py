@@ -1,0 +1,1 @@
+"""The CDK app of assetflow: one construct per capability, composed by ``AssetflowService`` into one stack."""

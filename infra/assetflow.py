@@ -1,0 +1,251 @@
+"""``AssetflowService``: every capability of assetflow in one construct, wired and granted where they meet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Annotations, Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from assetflow.core.catalog import Catalog
+from infra.alarms import QUARANTINE_NAMESPACE, Alarms
+from infra.api import OperatorApi
+from infra.bundle import CATALOG_FILE, build_job_code, build_lambda_bundle, default_build_dir
+from infra.config import EnvironmentConfig
+from infra.evaluator import Evaluator
+from infra.event_store import EventStore
+from infra.functions import FunctionDefaults, ServiceFunction, powertools_layer_arn
+from infra.grants import grant_objects, grant_table_data
+from infra.ingest import Ingest, watcher_id
+from infra.nag import acknowledge, wildcard_resource
+from infra.runs import CODE_PREFIX, RUNS_PREFIX, RunsBucket, RunStateRule, SparkApplication
+from infra.schedules import TimeSchedules
+
+#: Where Lambda unpacks the code asset.
+LAMBDA_TASK_ROOT = "/var/task"
+INGEST_SERVICE = "assetflow-ingest"
+
+
+class AssetflowService(Construct):
+    """The whole service for one environment, generated from a compiled catalog.
+
+    For teams with their own CDK app: ``AssetflowService(stack, "Assetflow", catalog=load_catalog(...),
+    config=EnvironmentConfig(...), project_root=Path(...))``. ``project_root`` holds ``assetflow/``,
+    ``functions/``, ``spark_jobs/`` and ``assetflow_job/``; ``vendor_dependencies`` pip-installs the
+    functions' third-party dependencies into the code asset (needed for a working deployment, see
+    docs/deploy.md), otherwise an earlier vendoring's cache is used if there is one.
+
+    Raises:
+        ConfigError: the catalog needs something the environment does not configure (a Kafka cluster).
+        BundleError: the code assets cannot be assembled.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        catalog: Catalog,
+        config: EnvironmentConfig,
+        project_root: Path,
+        build_dir: Path | None = None,
+        vendor_dependencies: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # Teams embedding the service may lack this cdk.json flag; without it the access-log bucket would need
+        # ACLs, which S3 turns off on new buckets. Context set here applies to this subtree only.
+        self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
+        self.catalog = catalog
+        self.config = config
+        build = build_dir or default_build_dir(project_root)
+        bundle = build_lambda_bundle(
+            project_root, catalog.to_document(), build_dir=build, vendor=vendor_dependencies
+        )
+        job_code = build_job_code(project_root, build_dir=build)
+
+        self.key = kms.Key(
+            self,
+            "DataKey",
+            description="Encrypts assetflow's table, queues and runs bucket",
+            enable_key_rotation=True,
+            removal_policy=config.removal_policy,
+            pending_window=Duration.days(7),
+        )
+        self.event_store = EventStore(self, "EventStore", key=self.key, removal_policy=config.removal_policy)
+        table = self.event_store.table
+        self.event_bus = events.EventBus(
+            self,
+            "ListenerBus",
+            description="assetflow listener events: asset created, alias created, asset changed, event emitted",
+        )
+        self.runs = RunsBucket(self, "Runs", key=self.key, config=config)
+        self.spark = SparkApplication(
+            self, "Spark", config=config, runs=self.runs, table=table, job_code=job_code
+        )
+
+        layer = lambda_.LayerVersion.from_layer_version_arn(
+            self, "PowertoolsLayer", powertools_layer_arn(self, config.powertools_layer_version)
+        )
+        defaults = FunctionDefaults(
+            code=lambda_.Code.from_asset(str(bundle.path)),
+            layers=[layer],
+            environment={
+                "ASSETFLOW_ENV": config.name,
+                "TABLE_NAME": table.table_name,
+                "EVENT_BUS_NAME": self.event_bus.event_bus_name,
+                "RUNS_BUCKET": self.runs.bucket.bucket_name,
+                "CODE_PREFIX": CODE_PREFIX,
+                "EMR_APPLICATION_ID": self.spark.application.attr_application_id,
+                "EMR_JOB_ROLE_ARN": self.spark.job_role.role_arn,
+                "CATALOG_PATH": f"{LAMBDA_TASK_ROOT}/{CATALOG_FILE}",
+                "POWERTOOLS_METRICS_NAMESPACE": QUARANTINE_NAMESPACE,
+            },
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        )
+        # The functions' Powertools service names (their Logger/Metrics use the same ones); the quarantine
+        # alarm's metric carries the ingest one as its only dimension.
+        self.ingest_service_name = INGEST_SERVICE
+        self.ingest = Ingest(
+            self,
+            "Ingest",
+            catalog=catalog,
+            config=config,
+            defaults=defaults,
+            key=self.key,
+            service=self.ingest_service_name,
+        )
+        self.evaluator = Evaluator(
+            self,
+            "Evaluator",
+            table=table,
+            config=config,
+            defaults=defaults,
+            key=self.key,
+            service="assetflow-evaluator",
+        )
+        self.run_state = RunStateRule(
+            self,
+            "RunState",
+            application_id=self.spark.application.attr_application_id,
+            config=config,
+            defaults=defaults,
+            key=self.key,
+            service="assetflow-run-state",
+        )
+        self.schedules = TimeSchedules(
+            self,
+            "Schedules",
+            catalog=catalog,
+            config=config,
+            defaults=defaults,
+            key=self.key,
+            service="assetflow-schedule-tick",
+        )
+        self.api = OperatorApi(self, "Api", config=config, defaults=defaults, service="assetflow-api")
+
+        self._grant()
+        self._alarm()
+        if not bundle.vendored:
+            Annotations.of(self).add_warning_v2(
+                "assetflow:unvendoredDependencies",
+                "The Lambda code asset has no third-party dependencies (croniter, jsonschema): fine for synth and "
+                "tests, broken on AWS. Deploy with `-c vendor=true` (see docs/deploy.md).",
+            )
+        if not bundle.has_functions:
+            Annotations.of(self).add_warning_v2(
+                "assetflow:noFunctions",
+                "functions/ is missing: the Lambda handlers are not in the code asset yet.",
+            )
+
+    @property
+    def functions(self) -> list[ServiceFunction]:
+        """Every function of the service."""
+        return [
+            *(w.function for w in self.ingest.watchers),
+            self.evaluator.handler,
+            self.run_state.handler,
+            self.schedules.handler,
+            self.api.handler,
+        ]
+
+    def watcher_output_id(self, watcher: str) -> str:
+        """The stable identifier of a watcher in construct ids and stack output keys."""
+        return watcher_id(watcher, self.catalog)
+
+    def _grant(self) -> None:
+        table = self.event_store.table
+        for function in self.functions:
+            grant_table_data(table, function.role)
+        # Listener events come from the evaluator (asset and alias events) and run state (outlets) only.
+        for function in (self.evaluator.handler, self.run_state.handler):
+            self.event_bus.grant_put_events_to(function.role)
+        # Runs start from the evaluator, from run state (a pipeline held at max_active_runs) and from ticks.
+        for function in (self.evaluator.handler, self.run_state.handler, self.schedules.handler):
+            self._grant_start_runs(function.role)
+
+    def _grant_start_runs(self, role: iam.IRole) -> None:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="StartJobRuns",
+                actions=["emr-serverless:StartJobRun"],
+                resources=[self.spark.application_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="FollowJobRuns",
+                # StartJobRun tags each job run with its run id (tag-on-create needs TagResource on it).
+                actions=[
+                    "emr-serverless:GetJobRun",
+                    "emr-serverless:CancelJobRun",
+                    "emr-serverless:TagResource",
+                ],
+                resources=[self.spark.job_runs_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PassJobRole",
+                actions=["iam:PassRole"],
+                resources=[self.spark.job_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}},
+            )
+        )
+        # Run contexts are written before a job starts and outlet metadata read after it ends.
+        grant_objects(self.runs.bucket, role, RUNS_PREFIX, write=True)
+        acknowledge(
+            role,
+            wildcard_resource(self.runs.bucket, f"/{RUNS_PREFIX}*"),
+            "Run contexts and outlet metadata live under runs/<pipeline>/<run id>/; run ids are made at run time.",
+        )
+        acknowledge(
+            role,
+            wildcard_resource(self.spark.application, "/jobruns/*"),
+            "Get/Cancel/TagResource on this application's job runs only; their ids are made by StartJobRun.",
+        )
+
+    def _alarm(self) -> None:
+        self.alarms = Alarms(self, "Alarms", topic_arn=self.config.alarm_topic_arn)
+        for ingest in self.ingest.watchers:
+            if ingest.dlq is not None:
+                self.alarms.dead_letters(
+                    f"DeadLetters{self.watcher_output_id(ingest.watcher)}",
+                    ingest.dlq,
+                    what=f"watcher {ingest.watcher} ({ingest.kind})",
+                )
+        self.alarms.dead_letters(
+            "DeadLettersEvaluator", self.evaluator.dlq, what="the evaluator's stream mapping"
+        )
+        self.alarms.dead_letters("DeadLettersRunState", self.run_state.dlq, what="the job-state rule")
+        self.alarms.dead_letters("DeadLettersSchedules", self.schedules.dlq, what="the time schedules")
+        if self.ingest.watchers:
+            self.alarms.quarantined_messages("QuarantinedMessages", service=self.ingest_service_name)
+        self.alarms.function_errors("EvaluatorErrors", self.evaluator.handler.function, what="The evaluator")
+        self.alarms.iterator_age(
+            "EvaluatorIteratorAge", self.evaluator.handler.function, limit=self.config.iterator_age_alarm
+        )

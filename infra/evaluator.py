@@ -1,0 +1,88 @@
+"""The evaluator: the function on the table's stream that queues events and starts runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from constructs import Construct
+
+from infra.config import EnvironmentConfig
+from infra.event_store import EVENT_SORT_KEY_PREFIX, SORT_KEY
+from infra.functions import FunctionDefaults, ServiceFunction
+from infra.nag import acknowledge, acknowledge_dlq_sender
+from infra.queues import dead_letter_queue
+
+EVALUATOR_HANDLER = "functions.handle_asset_events"
+
+
+def new_asset_events_filter() -> Mapping[str, Any]:
+    """The stream filter: only INSERTs of asset event items (sort key ``EVENT#...``) reach the evaluator.
+
+    Queue entries, runs and the evaluator's own writes never invoke it, so it cannot feed on itself.
+    """
+    return lambda_.FilterCriteria.filter(
+        {
+            "eventName": lambda_.FilterRule.is_equal("INSERT"),
+            "dynamodb": {"Keys": {SORT_KEY: {"S": lambda_.FilterRule.begins_with(EVENT_SORT_KEY_PREFIX)}}},
+        }
+    )
+
+
+class Evaluator(Construct):
+    """The stream-driven evaluator with bisect-on-error, bounded retries and an on-failure DLQ.
+
+    A batch that keeps failing is split until the failing record is alone; after the retries or the record
+    age run out its metadata goes to ``dlq`` (the record itself stays in the stream for 24 hours).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable,
+        config: EnvironmentConfig,
+        defaults: FunctionDefaults,
+        key: kms.IKey,
+        service: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = ServiceFunction(
+            self,
+            "Handler",
+            defaults=defaults,
+            handler_module=EVALUATOR_HANDLER,
+            description="assetflow evaluator: queues new asset events and starts the runs they satisfy",
+            service=service,
+            timeout=config.evaluator_timeout,
+            memory_mb=config.evaluator_memory_mb,
+        )
+        self.dlq = dead_letter_queue(
+            self, "DeadLetters", key=key, retention=config.dlq_retention, removal_policy=config.removal_policy
+        )
+        self.handler.function.add_event_source(
+            sources.DynamoEventSource(
+                table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=config.stream_batch_size,
+                parallelization_factor=config.stream_parallelization_factor,
+                bisect_batch_on_error=True,
+                retry_attempts=config.stream_retry_attempts,
+                max_record_age=config.stream_max_record_age,
+                report_batch_item_failures=True,
+                on_failure=sources.SqsDlq(self.dlq),
+                filters=[new_asset_events_filter()],
+            )
+        )
+        acknowledge_dlq_sender(self.handler)
+        acknowledge(
+            self.handler,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Besides X-Ray, DynamoEventSource grants dynamodb:ListStreams, which AWS authorises only on '*'; "
+            "reading records is granted on the table's stream ARN.",
+        )

@@ -1,0 +1,348 @@
+"""Ingest: one function per watcher, fed by its SQS queue or Kafka topic through an event-source mapping."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from assetflow.core.catalog import Catalog
+from assetflow.core.watchers import KafkaTopic, SqsQueue
+from infra.config import ConfigError, EnvironmentConfig, KafkaClusterConfig
+from infra.functions import FunctionDefaults, ServiceFunction
+from infra.nag import acknowledge, acknowledge_dlq_sender
+from infra.queues import dead_letter_queue, watched_queue
+
+SQS_HANDLER = "functions.handle_sqs_messages"
+KAFKA_HANDLER = "functions.handle_kafka_records"
+#: AWS's guidance for SQS event sources: visibility timeout at least six times the function timeout.
+VISIBILITY_TIMEOUT_FACTOR = 6
+_MSK_CLUSTER_ARN = re.compile(r"^(arn:[^:]+:kafka:[^:]+:\d{12}):cluster/([^/]+)/([^/]+)$")
+# Actions Lambda's Kafka pollers use to reach a cluster's brokers through elastic network interfaces.
+_ENI_DESCRIBE_ACTIONS = (
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+)
+
+
+@dataclass(frozen=True)
+class WatcherIngest:
+    """What one watcher's ingest is made of, for grants, alarms and stack outputs."""
+
+    watcher: str
+    kind: str
+    function: ServiceFunction
+    queue: sqs.IQueue | None
+    dlq: sqs.Queue | None
+
+
+class Ingest(Construct):
+    """Every watcher of the catalog: a queue with its DLQ (or an existing queue), or a Kafka mapping.
+
+    Content filters and schemas are applied by the functions, which quarantine what fails them: an
+    event-source filter would drop such messages silently, so none is set here.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        catalog: Catalog,
+        config: EnvironmentConfig,
+        defaults: FunctionDefaults,
+        key: kms.IKey,
+        service: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self._defaults = defaults
+        self._key = key
+        self._service = service
+        self.watchers: list[WatcherIngest] = []
+        for name, (watcher, _asset) in catalog.watchers.items():
+            holder = Construct(self, f"Watcher{watcher_id(name, catalog)}")
+            if isinstance(watcher.source, SqsQueue):
+                self.watchers.append(self._sqs(holder, name, watcher.source))
+            elif isinstance(watcher.source, KafkaTopic):
+                self.watchers.append(self._kafka(holder, name, watcher.source))
+
+    def _function(self, scope: Construct, name: str, handler: str, kind: str) -> ServiceFunction:
+        return ServiceFunction(
+            scope,
+            "Ingest",
+            defaults=self._defaults,
+            handler_module=handler,
+            description=f"assetflow ingest of watcher {name} ({kind})",
+            service=self._service,
+            timeout=self._config.ingest_timeout,
+            memory_mb=self._config.ingest_memory_mb,
+            environment={"WATCHER_NAME": name},
+        )
+
+    def _sqs(self, scope: Construct, name: str, source: SqsQueue) -> WatcherIngest:
+        config = self._config
+        ingest = self._function(scope, name, SQS_HANDLER, "sqs")
+        dlq: sqs.Queue | None = None
+        queue: sqs.IQueue
+        if source.arn is not None:
+            key_arn = config.existing_queue_keys.get(source.arn)
+            queue = sqs.Queue.from_queue_attributes(
+                scope,
+                "ExistingQueue",
+                queue_arn=source.arn,
+                key_arn=key_arn,
+                fifo=bool(source.fifo),
+            )
+        else:
+            dlq = dead_letter_queue(
+                scope,
+                "DeadLetters",
+                key=self._key,
+                retention=config.dlq_retention,
+                removal_policy=config.removal_policy,
+                fifo=bool(source.fifo),
+            )
+            visibility = config.ingest_timeout.to_seconds() * VISIBILITY_TIMEOUT_FACTOR
+            queue = watched_queue(
+                scope,
+                "Queue",
+                key=self._key,
+                dlq=dlq,
+                max_receive_count=config.max_receive_count,
+                visibility_timeout=Duration.seconds(visibility + source.max_batching_window_seconds),
+                retention=config.queue_retention,
+                removal_policy=config.removal_policy,
+                fifo=bool(source.fifo),
+            )
+        ingest.function.add_event_source(
+            sources.SqsEventSource(
+                queue,
+                batch_size=source.batch_size,
+                max_batching_window=(
+                    Duration.seconds(source.max_batching_window_seconds)
+                    if source.max_batching_window_seconds
+                    else None
+                ),
+                report_batch_item_failures=True,
+            )
+        )
+        return WatcherIngest(watcher=name, kind="sqs", function=ingest, queue=queue, dlq=dlq)
+
+    def _cluster(self, name: str, source: KafkaTopic) -> KafkaClusterConfig:
+        kafka = self._config.kafka
+        if source.cluster is None:
+            if kafka.default_cluster is None:
+                raise ConfigError(
+                    f"watcher {name!r} reads Kafka topic {source.topic!r} from the environment's default cluster "
+                    f"(cluster=None), but environment {self._config.name!r} has no default Kafka cluster: set "
+                    "kafka=KafkaSettings(default_cluster=...) in infra/config.py or give the watcher a cluster"
+                )
+            return kafka.default_cluster
+        cluster_doc = source.cluster.to_json()
+        access = kafka.access_for(cluster_doc)
+        if access is not None:
+            return access
+        if cluster_doc["type"] == "msk":
+            return KafkaClusterConfig(msk_cluster_arn=cluster_doc["cluster_arn"])
+        raise ConfigError(
+            f"watcher {name!r} reads Kafka topic {source.topic!r} from self-managed brokers "
+            f"{cluster_doc['bootstrap_servers']}, but environment {self._config.name!r} has no access settings for "
+            "them: add a KafkaClusterConfig with those bootstrap_servers and a secret_arn or vpc to kafka.clusters"
+        )
+
+    def _kafka(self, scope: Construct, name: str, source: KafkaTopic) -> WatcherIngest:
+        config = self._config
+        cluster = self._cluster(name, source)
+        ingest = self._function(scope, name, KAFKA_HANDLER, "kafka")
+        dlq = dead_letter_queue(
+            scope,
+            "DeadLetters",
+            key=self._key,
+            retention=config.dlq_retention,
+            removal_policy=config.removal_policy,
+        )
+        # Lambda's default group id is the mapping's UUID, unknown here; a fixed one lets IAM name the group.
+        group_id = source.consumer_group_id or f"{Stack.of(self).stack_name}.{name}"
+        secret = (
+            secretsmanager.Secret.from_secret_complete_arn(scope, "KafkaSecret", cluster.secret_arn)
+            if cluster.secret_arn
+            else None
+        )
+        common: dict[str, Any] = {
+            "topic": source.topic,
+            "starting_position": lambda_.StartingPosition[source.starting_position],
+            "batch_size": source.batch_size,
+            "consumer_group_id": group_id,
+            "secret": secret,
+            "on_failure": sources.SqsDlq(dlq),
+            "bisect_batch_on_error": True,
+            "retry_attempts": config.kafka.retry_attempts,
+            "max_record_age": config.kafka.max_record_age,
+            "report_batch_item_failures": True,
+            # Lambda applies the retry settings above to Kafka mappings only in provisioned mode.
+            "provisioned_poller_config": sources.ProvisionedPollerConfig(
+                minimum_pollers=config.kafka.min_pollers, maximum_pollers=config.kafka.max_pollers
+            ),
+        }
+        if cluster.msk_cluster_arn is not None:
+            event_source: lambda_.IEventSource = sources.ManagedKafkaEventSource(
+                cluster_arn=cluster.msk_cluster_arn, **common
+            )
+            if secret is None:
+                self._grant_msk_iam_access(ingest.role, cluster.msk_cluster_arn, source.topic, group_id)
+            acknowledge(
+                ingest,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaMSKExecutionRole]",
+                "ManagedKafkaEventSource attaches AWS's policy for MSK triggers (the pollers' cluster discovery and "
+                "network interfaces); reading the topic is granted separately on the cluster, topic and group ARNs.",
+            )
+        else:
+            event_source = sources.SelfManagedKafkaEventSource(
+                bootstrap_servers=list(cluster.bootstrap_servers),
+                authentication_method=sources.AuthenticationMethod[cluster.authentication],
+                root_ca_certificate=(
+                    secretsmanager.Secret.from_secret_complete_arn(
+                        scope, "KafkaRootCa", cluster.root_ca_secret_arn
+                    )
+                    if cluster.root_ca_secret_arn
+                    else None
+                ),
+                **self._vpc_access(scope, ingest, cluster),
+                **common,
+            )
+        ingest.function.add_event_source(event_source)
+        acknowledge_dlq_sender(ingest)
+        return WatcherIngest(watcher=name, kind="kafka", function=ingest, queue=None, dlq=dlq)
+
+    def _vpc_access(
+        self, scope: Construct, ingest: ServiceFunction, cluster: KafkaClusterConfig
+    ) -> dict[str, Any]:
+        """The VPC settings of a self-managed Kafka mapping (none for brokers reached over the internet)."""
+        if cluster.vpc is None:
+            return {}
+        access = cluster.vpc
+        vpc = ec2.Vpc.from_vpc_attributes(
+            scope, "KafkaVpc", vpc_id=access.vpc_id, availability_zones=list(access.availability_zones)
+        )
+        subnets = [
+            ec2.Subnet.from_subnet_attributes(scope, f"KafkaSubnet{i}", subnet_id=sid, availability_zone=az)
+            for i, (sid, az) in enumerate(zip(access.subnet_ids, access.availability_zones, strict=True))
+        ]
+        for subnet in subnets:
+            acknowledge(
+                subnet,
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                "Only the subnet id is passed to the Kafka mapping; its route table is never read.",
+            )
+        self._grant_network_interfaces(ingest.role, access.subnet_ids, access.security_group_id)
+        acknowledge(
+            ingest,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+            "network-interface/*]",
+            "Lambda's Kafka pollers create and delete their own network interfaces, whose ids are not known "
+            "in advance; creation is also limited to the configured subnets and security group.",
+        )
+        acknowledge(
+            ingest,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Besides X-Ray, the pollers' ec2:Describe* calls (network interfaces, VPCs, subnets, security groups) "
+            "support no resource-level permissions.",
+        )
+        return {
+            "vpc": vpc,
+            "vpc_subnets": ec2.SubnetSelection(subnets=subnets),
+            "security_group": ec2.SecurityGroup.from_security_group_id(
+                scope, "KafkaSecurityGroup", access.security_group_id, mutable=False
+            ),
+        }
+
+    @staticmethod
+    def _grant_msk_iam_access(role: iam.IRole, cluster_arn: str, topic: str, group_id: str) -> None:
+        match = _MSK_CLUSTER_ARN.match(cluster_arn)
+        if match is None:
+            raise ConfigError(f"not an MSK cluster ARN: {cluster_arn!r}")
+        prefix, cluster_name, cluster_uuid = match.groups()
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ConnectToCluster",
+                actions=["kafka-cluster:Connect", "kafka-cluster:DescribeClusterDynamicConfiguration"],
+                resources=[cluster_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadWatchedTopic",
+                actions=["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"],
+                resources=[f"{prefix}:topic/{cluster_name}/{cluster_uuid}/{topic}"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="JoinConsumerGroup",
+                actions=["kafka-cluster:DescribeGroup", "kafka-cluster:AlterGroup"],
+                resources=[f"{prefix}:group/{cluster_name}/{cluster_uuid}/{group_id}"],
+            )
+        )
+
+    @staticmethod
+    def _grant_network_interfaces(
+        role: iam.IRole, subnet_ids: tuple[str, ...], security_group_id: str
+    ) -> None:
+        stack = Stack.of(role)
+
+        def ec2_arn(resource: str) -> str:
+            return stack.format_arn(service="ec2", resource=resource)
+
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DescribeKafkaNetwork",
+                actions=list(_ENI_DESCRIBE_ACTIONS),
+                # EC2's Describe* actions support no resource-level permissions.
+                resources=["*"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ManagePollerInterfaces",
+                actions=["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"],
+                resources=[
+                    stack.format_arn(service="ec2", resource="network-interface", resource_name="*"),
+                    *(ec2_arn(f"subnet/{sid}") for sid in subnet_ids),
+                    ec2_arn(f"security-group/{security_group_id}"),
+                ],
+            )
+        )
+
+
+def watcher_id(name: str, catalog: Catalog) -> str:
+    """``sensor-readings`` → ``SensorReadings``: the watcher's part of construct ids and output keys.
+
+    Raises:
+        ConfigError: two watcher names give the same id (they differ only in punctuation or case).
+    """
+    ident = _pascal(name)
+    clashes = sorted(other for other in catalog.watchers if other != name and _pascal(other) == ident)
+    if clashes:
+        raise ConfigError(
+            f"watchers {name!r} and {clashes[0]!r} differ only in punctuation or case; rename one so their "
+            "stack resources and outputs can be told apart"
+        )
+    return ident
+
+
+def _pascal(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", name) if part)

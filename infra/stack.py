@@ -1,0 +1,75 @@
+"""The assetflow stack: one ``AssetflowService`` and the outputs that the CLI's ``--env`` reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from assetflow.core.catalog import Catalog
+from infra.assetflow import AssetflowService
+from infra.config import EnvironmentConfig
+
+#: Stack output keys (stable: the CLI's ``--env`` and docs/deploy.md rely on them).
+OUTPUT_TABLE_NAME = "TableName"
+OUTPUT_API_URL = "ApiUrl"
+OUTPUT_EVENT_BUS_NAME = "EventBusName"
+OUTPUT_RUNS_BUCKET = "RunsBucket"
+OUTPUT_EMR_APPLICATION_ID = "EmrApplicationId"
+OUTPUT_REGION = "Region"
+OUTPUT_QUEUE_URLS = "QueueUrls"
+#: Followed by the watcher's id (``sensor-readings`` → ``QueueUrlSensorReadings``).
+OUTPUT_QUEUE_URL_PREFIX = "QueueUrl"
+
+
+class AssetflowStack(Stack):
+    """One environment of assetflow: the service and its outputs (``build_dir`` defaults to ``build/``)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        catalog: Catalog,
+        config: EnvironmentConfig,
+        project_root: Path,
+        vendor_dependencies: bool = False,
+        build_dir: Path | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.service = AssetflowService(
+            self,
+            "Assetflow",
+            catalog=catalog,
+            config=config,
+            project_root=project_root,
+            vendor_dependencies=vendor_dependencies,
+            build_dir=build_dir,
+        )
+        service = self.service
+        self._output(OUTPUT_TABLE_NAME, service.event_store.table.table_name, "The events table")
+        self._output(OUTPUT_API_URL, service.api.url, "The operator HTTP API (IAM-authorised)")
+        self._output(OUTPUT_EVENT_BUS_NAME, service.event_bus.event_bus_name, "The bus of listener events")
+        self._output(
+            OUTPUT_RUNS_BUCKET, service.runs.bucket.bucket_name, "Run contexts (runs/) and job code (code/)"
+        )
+        self._output(
+            OUTPUT_EMR_APPLICATION_ID,
+            service.spark.application.attr_application_id,
+            "The EMR Serverless application",
+        )
+        self._output(OUTPUT_REGION, self.region, "The region of the stack")
+        queues = {w.watcher: w.queue.queue_url for w in service.ingest.watchers if w.queue is not None}
+        self._output(
+            OUTPUT_QUEUE_URLS, self.to_json_string(queues), "SQS queue URL of each watcher, by watcher name"
+        )
+        for watcher, url in queues.items():
+            key = f"{OUTPUT_QUEUE_URL_PREFIX}{service.watcher_output_id(watcher)}"
+            self._output(key, url, f"SQS queue URL of watcher {watcher}")
+
+    def _output(self, key: str, value: str, description: str) -> None:
+        output = CfnOutput(self, key, value=value, description=description)
+        output.override_logical_id(key)

@@ -1,0 +1,1 @@
+"""Tests of the synthesised CDK app (templates and cdk-nag), one synth per environment config."""

@@ -7,14 +7,14 @@ import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.kafka_event import KafkaEventRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from assetflow.adapters.messages import Accepted, KafkaSource, store_outcome
+from assetflow.adapters.messages import KafkaSource
 from assetflow.composition import Dependencies, dependencies, utc_now
+from functions._ingest import store_and_report
 
 # The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
@@ -43,20 +43,7 @@ def ingest_record(record: KafkaEventRecord, source: KafkaSource, deps: Dependenc
     """
     now = utc_now()
     outcome = deps.messages.from_kafka(record.raw_event, source=source, now=now)
-    created = store_outcome(deps.store, outcome, now=now)
-    if isinstance(outcome, Accepted):
-        logger.info(
-            "record stored as an event" if created else "redelivered record: its event exists already",
-            extra={"watcher": outcome.watcher, "event_id": outcome.event.id, "identity": outcome.identity},
-        )
-        return
-    # The reason may quote the payload; it is kept in the quarantine record, not in the logs.
-    logger.warning(
-        "record quarantined" if created else "redelivered record: quarantined already",
-        extra={"watcher": outcome.watcher, "reason_code": outcome.code, "identity": outcome.identity},
-    )
-    if created:
-        metrics.add_metric(name="QuarantinedMessages", unit=MetricUnit.Count, value=1)
+    store_and_report(outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="record")
 
 
 @logger.inject_lambda_context

@@ -7,7 +7,6 @@ import os
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -18,8 +17,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from assetflow.adapters.messages import Accepted, store_outcome
 from assetflow.composition import Dependencies, dependencies, utc_now
+from functions._ingest import store_and_report
 
 # The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
@@ -43,20 +42,7 @@ def ingest_message(record: SQSRecord, deps: Dependencies) -> None:
     """
     now = utc_now()
     outcome = deps.messages.from_sqs(record.raw_event, now=now)
-    created = store_outcome(deps.store, outcome, now=now)
-    if isinstance(outcome, Accepted):
-        logger.info(
-            "message stored as an event" if created else "redelivered message: its event exists already",
-            extra={"watcher": outcome.watcher, "event_id": outcome.event.id, "identity": outcome.identity},
-        )
-        return
-    # The reason may quote the payload; it is kept in the quarantine record, not in the logs.
-    logger.warning(
-        "message quarantined" if created else "redelivered message: quarantined already",
-        extra={"watcher": outcome.watcher, "reason_code": outcome.code, "identity": outcome.identity},
-    )
-    if created:
-        metrics.add_metric(name="QuarantinedMessages", unit=MetricUnit.Count, value=1)
+    store_and_report(outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="message")
 
 
 @logger.inject_lambda_context

@@ -1,0 +1,42 @@
+"""What the SQS and Kafka ingest handlers share: store one translated message and report it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.adapters.messages import Accepted, Quarantined, store_outcome
+
+
+def store_and_report(
+    outcome: Accepted | Quarantined,
+    store: DynamoDbStore,
+    *,
+    now: datetime,
+    logger: Logger,
+    metrics: Metrics,
+    noun: str,
+) -> None:
+    """Store an event or a quarantine record once, log it, and count new quarantines.
+
+    Raises:
+        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store failed; the
+            handler fails the message so that it comes back.
+    """
+    created = store_outcome(store, outcome, now=now)
+    if isinstance(outcome, Accepted):
+        logger.info(
+            f"{noun} stored as an event" if created else f"redelivered {noun}: its event exists already",
+            extra={"watcher": outcome.watcher, "event_id": outcome.event.id, "identity": outcome.identity},
+        )
+        return
+    # The reason may quote the payload; it is kept in the quarantine record, not in the logs.
+    logger.warning(
+        f"{noun} quarantined" if created else f"redelivered {noun}: quarantined already",
+        extra={"watcher": outcome.watcher, "reason_code": outcome.code, "identity": outcome.identity},
+    )
+    if created:
+        metrics.add_metric(name="QuarantinedMessages", unit=MetricUnit.Count, value=1)

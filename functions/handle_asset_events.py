@@ -7,7 +7,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import (
+    DynamoDBRecord,
+    DynamoDBRecordEventName,
+)
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.composition import Dependencies, dependencies
@@ -24,7 +27,7 @@ def evaluate_record(record: DynamoDBRecord, deps: Dependencies) -> None:
         ConflictError, StoreUnavailableError, SubmissionError: transient; the record is retried
             (with bisection and a maximum record age, then the on-failure destination).
     """
-    if record.event_name is None or record.event_name.value != "INSERT":
+    if record.event_name is not DynamoDBRecordEventName.INSERT:
         return
     image = record.dynamodb.new_image if record.dynamodb else {}
     if not str(image.get("sk", "")).startswith("EVENT#"):

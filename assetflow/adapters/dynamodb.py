@@ -329,34 +329,30 @@ class DynamoDbStore:
             created = True
         except ConflictError:
             created = False
-        try:
-            self._call(
-                "transact_write_items",
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                "pk": _s(f"ASSET#{event.asset}"),
-                                "sk": _s(f"COUNTED#{event.id}"),
-                                "expires_at": _n(_epoch(event.timestamp + DEDUPE_TTL)),
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": meta_key,
-                            "UpdateExpression": "ADD event_count :one",
-                            "ExpressionAttributeValues": {":one": _n(1)},
-                        }
-                    },
-                ],
-            )
-        except ConflictError:
-            if self._get(f"ASSET#{event.asset}", f"COUNTED#{event.id}") is None:
-                raise
+        counted = self._write_once(
+            [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _s(f"ASSET#{event.asset}"),
+                            "sk": _s(f"COUNTED#{event.id}"),
+                            "expires_at": _n(_epoch(event.timestamp + DEDUPE_TTL)),
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": meta_key,
+                        "UpdateExpression": "ADD event_count :one",
+                        "ExpressionAttributeValues": {":one": _n(1)},
+                    }
+                },
+            ]
+        )
+        if not counted:
             return created
         # The newest time only moves forward, whatever order events are counted in.
         with contextlib.suppress(ConflictError):
@@ -369,6 +365,24 @@ class DynamoDbStore:
                 ExpressionAttributeValues={":ts": _s(ts), ":id": _s(event.id)},
             )
         return created
+
+    def _write_once(self, writes: list[dict[str, Any]]) -> bool:
+        """Run a transaction whose first write is a conditional put of a marker; False when it exists.
+
+        A cancelled transaction means "already written" only if the marker is there: a lost race
+        (TransactionConflict) is raised, so the caller retries instead of taking it for a duplicate.
+
+        Raises:
+            ConflictError: the transaction was cancelled for another reason; retry.
+        """
+        marker = writes[0]["Put"]["Item"]
+        try:
+            self._call("transact_write_items", TransactItems=writes)
+        except ConflictError:
+            if self._get(marker["pk"]["S"], marker["sk"]["S"]) is not None:
+                return False
+            raise
+        return True
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         found = self._call(
@@ -427,38 +441,32 @@ class DynamoDbStore:
 
     def add_alias_resolution(self, alias: str, uri: str, *, now: datetime) -> bool:
         """Record that ``alias`` resolves to ``uri``; returns True the first time."""
-        try:
-            self._call(
-                "transact_write_items",
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                "pk": _s(f"ASSET#{uri}"),
-                                "sk": _s(f"ALIAS#{alias}"),
-                                "created_at": _s(format_timestamp(now)),
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                "pk": _s(f"ALIAS#{alias}"),
-                                "sk": _s(f"ASSET#{uri}"),
-                                "created_at": _s(format_timestamp(now)),
-                            },
-                        }
-                    },
-                ],
-            )
-        except ConflictError:
-            if self._get(f"ASSET#{uri}", f"ALIAS#{alias}") is not None:
-                return False
-            raise
-        return True
+        created_at = _s(format_timestamp(now))
+        return self._write_once(
+            [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _s(f"ASSET#{uri}"),
+                            "sk": _s(f"ALIAS#{alias}"),
+                            "created_at": created_at,
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _s(f"ALIAS#{alias}"),
+                            "sk": _s(f"ASSET#{uri}"),
+                            "created_at": created_at,
+                        },
+                    }
+                },
+            ]
+        )
 
     def aliases_of(self, uri: str) -> list[str]:
         """The aliases an asset resolves from."""
@@ -964,27 +972,22 @@ class DynamoDbStore:
             "facts": _s(json.dumps(thaw_json(facts), sort_keys=True, default=str)),
             "identity": _s(identity),
         }
-        try:
-            self._call(
-                "transact_write_items",
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                "pk": _s(f"DEDUPE#quarantine#{identity}"),
-                                "sk": _s("#DEDUPE"),
-                                "expires_at": _n(_epoch(now + DEDUPE_TTL)),
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {"Put": {"TableName": self.table, "Item": item}},
-                ],
-            )
-        except ConflictError:
-            return False
-        return True
+        return self._write_once(
+            [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _s(f"DEDUPE#quarantine#{identity}"),
+                            "sk": _s("#DEDUPE"),
+                            "expires_at": _n(_epoch(now + DEDUPE_TTL)),
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {"Put": {"TableName": self.table, "Item": item}},
+            ]
+        )
 
     def list_quarantine(self, *, limit: int = 100, token: str | None = None) -> Page:
         """Rejected messages, newest first."""

@@ -12,6 +12,7 @@ import pytest
 
 from assetflow import Asset, AssetAlias, Catalog, PartitionedAssetSchedule, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline as PipelineType
 from assetflow.core.schedules import DailyMapper
@@ -241,3 +242,42 @@ def _all_runs(store: DynamoDbStore, pipeline: str) -> list[dict]:
         if not page.next:
             return rows
         token = page.next
+
+
+class ConflictOnce:
+    """A DynamoDB client whose first transaction loses a race (TransactionConflict), as under load."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.conflicts = 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if self.conflicts:
+            self.conflicts -= 1
+            from botocore.exceptions import ClientError
+
+            raise ClientError(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+                    "CancellationReasons": [{"Code": "TransactionConflict"}, {"Code": "None"}],
+                },
+                "TransactWriteItems",
+            )
+        return self._client.transact_write_items(**kwargs)
+
+
+def test_a_lost_race_is_not_taken_for_a_duplicate(store: DynamoDbStore, dynamodb_client: Any) -> None:
+    racy = DynamoDbStore(ConflictOnce(dynamodb_client), store.table)
+    kwargs = {"watcher": "w", "reason": "schema", "body": "{}", "facts": {}, "identity": "sqs:q:1", "now": T0}
+    with pytest.raises(ConflictError):
+        racy.quarantine(**kwargs)  # a transient conflict must fail the message, not acknowledge it
+    assert racy.quarantine(**kwargs) is True
+    assert racy.quarantine(**kwargs) is False
+    assert len(store.list_quarantine().items) == 1
+    racy._db.conflicts = 1
+    with pytest.raises(ConflictError):
+        racy.add_alias_resolution("x", A.uri, now=T0)
+    assert racy.add_alias_resolution("x", A.uri, now=T0) is True

@@ -7,6 +7,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from assetflow.adapters.dynamodb import table_definition
+
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
@@ -37,6 +39,10 @@ class EventStore(Construct):
             deletion_protection=removal_policy != RemovalPolicy.DESTROY,
             removal_policy=removal_policy,
         )
+        # The indexes the store queries, taken from the store itself so the two never drift apart.
+        for index in table_definition()["GlobalSecondaryIndexes"]:
+            keys = {k["KeyType"]: k["AttributeName"] for k in index["KeySchema"]}
+            self.add_index(index["IndexName"], partition_key=keys["HASH"], sort_key=keys.get("RANGE"))
 
     def add_index(self, index_name: str, *, partition_key: str, sort_key: str | None = None) -> None:
         """Add a global secondary index over string attributes (the hook for views that need one)."""

@@ -6,6 +6,9 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.nag import acknowledge, wildcard_resource
 
 #: Item reads and writes, conditional writes and transactions (TransactWriteItems is authorised per item
 #: action). No Scan: every view is a query on a key.
@@ -28,6 +31,12 @@ KEY_WRITE_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:D
 def grant_table_data(table: dynamodb.ITable, grantee: iam.IGrantable, *, write: bool = True) -> None:
     """Item access to the table (and its indexes), with its key."""
     table.grant(grantee, *(TABLE_DATA_ACTIONS if write else TABLE_READ_ACTIONS))
+    if isinstance(grantee, Construct) and isinstance(table, Construct):
+        acknowledge(
+            grantee,
+            wildcard_resource(table, "/index/*"),
+            "Queries on this table's own indexes (gsi1-3: assets, runs, runs to submit); index ARNs only.",
+        )
     if table.encryption_key is not None:
         table.encryption_key.grant(grantee, *(KEY_WRITE_ACTIONS if write else KEY_READ_ACTIONS))
 

@@ -45,13 +45,19 @@ _RETRYABLE_CODES = frozenset(
 _PAGE_MAX = 1000
 
 
+#: The global secondary indexes, all sparse over string keys ``<index>pk`` / ``<index>sk``: ``gsi1`` lists
+#: assets, a pipeline's runs and a run's produced events; ``gsi2`` all runs; ``gsi3`` the runs still waiting
+#: to be submitted (a key only while they wait, so the evaluator's retry sweep reads nothing else).
+INDEXES = ("gsi1", "gsi2", "gsi3")
+
+
 def table_definition() -> dict[str, Any]:
     """The table's key schema, indexes and stream, for CreateTable (the CDK app declares the same)."""
     string = "S"
     return {
         "AttributeDefinitions": [
             {"AttributeName": name, "AttributeType": string}
-            for name in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
+            for name in ("pk", "sk", *(f"{index}{part}" for index in INDEXES for part in ("pk", "sk")))
         ],
         "KeySchema": [
             {"AttributeName": "pk", "KeyType": "HASH"},
@@ -66,7 +72,7 @@ def table_definition() -> dict[str, Any]:
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             }
-            for index in ("gsi1", "gsi2")
+            for index in INDEXES
         ],
         "BillingMode": "PAY_PER_REQUEST",
         "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
@@ -680,7 +686,8 @@ class DynamoDbStore:
             "state": _s(run.state.value),
             "pipeline": _s(run.pipeline),
             "trigger": _s(json.dumps(trigger, sort_keys=True)),
-            "unsubmitted": _s("1"),
+            "gsi3pk": _s(f"UNSUBMITTED#{run.pipeline}"),
+            "gsi3sk": _s(f"{created}#{run.run_id}"),
             "gsi1pk": _s(f"RUNS#{run.pipeline}"),
             "gsi1sk": _s(f"{created}#{run.run_id}"),
             "gsi2pk": _s("RUNS"),
@@ -755,11 +762,14 @@ class DynamoDbStore:
         found = [
             self._run_from_item(i, with_events=True)
             for i in self._query(
-                "gsi1",
-                KeyConditionExpression="gsi1pk = :p",
-                FilterExpression="attribute_exists(unsubmitted) AND #s = :q",
+                "gsi3",
+                KeyConditionExpression="gsi3pk = :p",
+                FilterExpression="#s = :q",
                 ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={":p": _s(f"RUNS#{pipeline}"), ":q": _s(RunState.QUEUED.value)},
+                ExpressionAttributeValues={
+                    ":p": _s(f"UNSUBMITTED#{pipeline}"),
+                    ":q": _s(RunState.QUEUED.value),
+                },
             )
         ]
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
@@ -778,7 +788,7 @@ class DynamoDbStore:
                         "Update": {
                             "TableName": self.table,
                             "Key": {"pk": _s(f"RUN#{run_id}"), "sk": _s("#RUN")},
-                            "UpdateExpression": "SET job_run_id = :j REMOVE unsubmitted",
+                            "UpdateExpression": "SET job_run_id = :j REMOVE gsi3pk, gsi3sk",
                             "ConditionExpression": (
                                 "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
                             ),
@@ -844,6 +854,8 @@ class DynamoDbStore:
             if job_run_id:
                 update += ", job_run_id = if_not_exists(job_run_id, :j)"
                 values[":j"] = _s(job_run_id)
+            if not new.active:
+                update += " REMOVE gsi3pk, gsi3sk"  # a finished run never waits for submission again
             writes: list[dict[str, Any]] = [
                 {
                     "Update": {

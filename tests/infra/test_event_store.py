@@ -39,6 +39,22 @@ def test_table_has_string_keys_a_stream_ttl_pitr_and_on_demand_billing(env: Synt
     )
 
 
+def test_table_has_every_index_the_store_queries(env: Synthesised) -> None:
+    from assetflow.adapters.dynamodb import table_definition
+
+    (table,) = env.template.find_resources("AWS::DynamoDB::Table").values()
+    deployed = {
+        index["IndexName"]: (index["KeySchema"], index["Projection"]["ProjectionType"])
+        for index in table["Properties"].get("GlobalSecondaryIndexes", [])
+    }
+    wanted = {
+        index["IndexName"]: (index["KeySchema"], index["Projection"]["ProjectionType"])
+        for index in table_definition()["GlobalSecondaryIndexes"]
+    }
+    assert deployed == wanted
+    assert {"gsi1", "gsi2", "gsi3"} <= deployed.keys()
+
+
 def test_table_removal_policy_follows_the_config(env: Synthesised) -> None:
     table = env.resources[env.logical_id(env.stack.service.event_store.table)]
     expected = "Delete" if env.config.removal_policy == RemovalPolicy.DESTROY else "Retain"

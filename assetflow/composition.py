@@ -87,16 +87,30 @@ class Dependencies:
     """Clients and services, built on first use and kept for the container's life."""
 
     def __init__(
-        self, settings: Settings, *, session: boto3.session.Session | None = None, launcher: Any = None
+        self,
+        settings: Settings,
+        *,
+        session: boto3.session.Session | None = None,
+        launcher: Any = None,
+        endpoints: Mapping[str, str] | None = None,
+        config: Config | None = None,
     ) -> None:
         self.settings = settings
         self._session = session or boto3.session.Session()
         self._launcher = launcher
-        self._config = Config(retries={"mode": "standard", "total_max_attempts": 4})
+        self._endpoints = dict(endpoints or {})
+        self._config = config or Config(retries={"mode": "standard", "total_max_attempts": 4})
 
     def client(self, service: str) -> Any:
-        """A client for ``service`` (endpoints from ``AWS_ENDPOINT_URL_*`` as boto3 reads them)."""
-        return self._session.client(service, region_name=self.settings.region, config=self._config)
+        """A client for ``service``.
+
+        Its endpoint is the one given for it in ``endpoints`` (the local runtime), else what boto3 reads
+        from ``AWS_ENDPOINT_URL_*`` (on Lambda: none, the service's public endpoint).
+        """
+        endpoint = self._endpoints.get(service)
+        return self._session.client(
+            service, region_name=self.settings.region, config=self._config, endpoint_url=endpoint
+        )
 
     @cached_property
     def catalog(self) -> Catalog:

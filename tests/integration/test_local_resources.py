@@ -1,0 +1,75 @@
+"""The local runtime's resources, created from the example catalog on the emulators as the stack creates them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assetflow.loader import load_catalog
+from assetflow.local import DynamoDbLocal, MotoServer, TansuBroker
+from assetflow.local.resources import MAX_RECEIVE_COUNT, ResourceNames, provision
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def names() -> ResourceNames:
+    return ResourceNames(prefix=f"af-{uuid.uuid4().hex[:8]}")
+
+
+def test_provision_creates_what_the_stack_would(
+    dynamodb_local: DynamoDbLocal,
+    moto_server: MotoServer,
+    kafka_broker: TansuBroker,
+    sqs_client: Any,
+    s3_client: Any,
+    dynamodb_client: Any,
+    emr_serverless_client: Any,
+    names: ResourceNames,
+    tmp_path: Path,
+) -> None:
+    # Given
+    catalog = load_catalog(str(REPO_ROOT / "pipelines"))
+
+    # When: provisioned twice (a restart reuses what exists)
+    for _ in range(2):
+        resources = provision(
+            catalog,
+            dynamodb_endpoint=dynamodb_local.endpoint,
+            moto_endpoint=moto_server.endpoint,
+            kafka=kafka_broker,
+            work_dir=tmp_path,
+            names=names,
+            repo_root=REPO_ROOT,
+        )
+
+    # Then: the table with its stream
+    table = dynamodb_client.describe_table(TableName=names.table)["Table"]
+    assert table["StreamSpecification"]["StreamViewType"] in {"NEW_IMAGE", "NEW_AND_OLD_IMAGES"}
+    assert resources.stream_arn == table["LatestStreamArn"]
+    # the watched queue with its DLQ and redrive policy
+    queue = resources.queues["deliveries"]
+    attributes = sqs_client.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["All"])["Attributes"]
+    assert json.loads(attributes["RedrivePolicy"]) == {
+        "deadLetterTargetArn": queue.dlq_arn,
+        "maxReceiveCount": MAX_RECEIVE_COUNT,
+    }
+    # the topic, with an MSK event source for the default cluster
+    topic = resources.topics["sensor-readings"]
+    assert topic.topic in kafka_broker.list_topics()
+    assert topic.event_source == "aws:kafka"
+    assert topic.event_source_arn and topic.event_source_arn.startswith("arn:aws:kafka:")
+    # the runs bucket with the job code, and the EMR Serverless application
+    keys = {o["Key"] for o in s3_client.list_objects_v2(Bucket=names.runs_bucket)["Contents"]}
+    assert {"code/assetflow_jobs.zip", "code/spark_jobs/deliveries_etl.py"} <= keys
+    application = emr_serverless_client.get_application(applicationId=resources.emr_application_id)
+    assert application["application"]["name"] == names.application
+    # the catalog document and the data folders of the s3:// assets
+    assert json.loads(resources.catalog_path.read_text())["pipelines"]
+    assert set(resources.path_map) == {"s3://assetflow-demo"}
+    assert Path(resources.path_map["s3://assetflow-demo"]).is_dir()
+    assert set(resources.failure_queues) == {"evaluator", "kafka-ingest"}

@@ -256,7 +256,7 @@ def _topic_resource(watcher: str, source: KafkaTopic, names: ResourceNames) -> T
     msk = source.cluster is None or isinstance(source.cluster, MskCluster)
     arn = None
     if msk:
-        arn = source.cluster.msk_cluster_arn if isinstance(source.cluster, MskCluster) else LOCAL_MSK_ARN
+        arn = source.cluster.cluster_arn if isinstance(source.cluster, MskCluster) else LOCAL_MSK_ARN
     return TopicResource(
         watcher=watcher,
         topic=source.topic,

@@ -212,10 +212,11 @@ class RunStates:
 
     def _run_id(self, job_run_id: str, new: RunState, context: Mapping[str, Any]) -> str | None:
         run_id = self.store.run_id_for_job(job_run_id)
-        if run_id is not None or new.active or self._job_lookup is None:
+        if run_id is not None or self._job_lookup is None:
             return run_id
-        # A final state of a job the store does not know: the submitter may have died between StartJobRun and
-        # recording the job run id. The job's tags name its run; without this the run would stay active forever.
+        # A job the store does not know yet: the submitter may have died between StartJobRun and recording the
+        # job run id (a final state would then never end the run), or it is still about to record it (an early
+        # RUNNING would be lost). The job's tags name its run; recording it here is harmless when repeated.
         run_id = self._job_lookup(job_run_id)
         if run_id is None:
             return None

@@ -234,10 +234,24 @@ def test_a_final_state_before_the_job_run_id_was_recorded_is_recovered_from_the_
     store.runs[run.run_id] = replace(run, job_run_id=None)
     store.jobs.clear()
 
-    running = states.handle_state_change("job2", "RUNNING", APP)  # active states never look further
     final = states.handle_state_change("job2", "FAILED", APP)
 
-    assert running.ignored and final.state is RunState.FAILED
+    assert final.state is RunState.FAILED
+    assert store.jobs == {"job2": run.run_id}
+
+
+def test_an_early_running_state_is_recorded_through_the_jobs_tags() -> None:
+    # The job reports RUNNING before the submitter recorded its job run id: the run still moves.
+    run = a_run()
+    states, store, _ = service(run, job_lookup={"job2": run.run_id}.get)
+    store.runs[run.run_id] = replace(run, job_run_id=None)
+    store.jobs.clear()
+
+    running = states.handle_state_change("job2", "RUNNING", APP)
+    final = states.handle_state_change("job2", "SUCCESS", APP)
+
+    assert running.state is RunState.RUNNING and running.moved
+    assert final.state is RunState.SUCCESS
     assert store.jobs == {"job2": run.run_id}
 
 

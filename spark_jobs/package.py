@@ -69,18 +69,22 @@ def local_submit_command(
     master: str = "local[2]",
     py_files: str | os.PathLike[str] | None = None,
     spark_submit: str | None = None,
+    context_last: bool = False,
 ) -> list[str]:
     """Build the spark-submit command that runs one job locally (with the repo root on ``PYTHONPATH``).
 
     ``spark_conf`` (the pipeline's own settings) goes after the local defaults, so it wins; ``py_files``
     ships the zip of ``build_py_files_zip`` instead of relying on ``PYTHONPATH``, as on EMR.
+    ``context_last`` puts ``--assetflow-context URI`` after ``arguments``, where EMR's
+    ``entryPointArguments`` have it (the job-side helper accepts it anywhere).
     """
     command = [spark_submit or local_spark_submit(), "--master", master]
     for key, value in {**LOCAL_SPARK_CONF, **(spark_conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     if py_files is not None:
         command += ["--py-files", str(py_files)]
-    command += [str(entry_point), "--assetflow-context", context_uri, *arguments]
+    context = ["--assetflow-context", context_uri]
+    command += [str(entry_point), *([*arguments, *context] if context_last else [*context, *arguments])]
     return command
 
 

@@ -1,0 +1,460 @@
+"""The local EMR Serverless stand-ins on moto's server: spark-submit job runs, and the EMR API alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
+
+from assetflow import Asset, Pipeline, SparkJob
+from assetflow.adapters.emr import EmrServerlessLauncher, outlet_metadata_uri, read_outlet_metadata
+from assetflow.core.events import Run, RunState
+from assetflow.local import LOCAL_ACCOUNT_ID, LOCAL_AWS_ENV, LOCAL_REGION, MotoServer, client
+from assetflow.local.launcher import (
+    JOB_STATE_DETAIL_TYPE,
+    JOB_STATE_SOURCE,
+    EmrApiLauncher,
+    LocalSparkLauncher,
+    job_state_event,
+)
+from assetflow.usecases.ports import SubmissionError
+from assetflow.versions import EMR_RELEASE_LABEL
+
+ROLE = f"arn:aws:iam::{LOCAL_ACCOUNT_ID}:role/assetflow-jobs"
+LANDING = Asset("s3://lake/landing/tiny")
+OUT = Asset("s3://lake/curated/tiny")
+SPARK_TIMEOUT = 240.0
+
+# A real PySpark job as EMR would run it: the helper and spark_jobs.common come from the --py-files zip, the
+# run context from moto's S3; the outlet metadata goes back there.
+TINY_SPARK_JOB = """
+from assetflow_job import run
+from spark_jobs.common import configure_logging, spark_session
+
+configure_logging()
+with run() as ctx:
+    with spark_session("tiny") as spark:
+        rows = spark.range(int(ctx.args[0])).count()
+    ctx.outlet_events["s3://lake/curated/tiny"].extra = {"rows": rows, "run_id": ctx.run_id}
+"""
+FAILING_JOB = """
+raise ValueError("no rows for partition 42")
+"""
+# Records when it ran (epoch seconds) in the file named by its first argument.
+TIMED_JOB = """
+import sys, time
+began = time.time()
+time.sleep(float(sys.argv[2]))
+with open(sys.argv[1], "w") as out:
+    out.write(f"{began} {time.time()}")
+"""
+# Writes its pid, then sleeps for a long time.
+SLEEPING_JOB = """
+import os, sys, time
+with open(sys.argv[1], "w") as out:
+    out.write(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+class Reports:
+    """A state reporter that records every event; ``fail_first`` makes its first calls raise."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.calls = 0
+        self.fail_first = fail_first
+        self._changed = threading.Condition()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        with self._changed:
+            self.calls += 1
+            if self.calls <= self.fail_first:
+                raise RuntimeError("the job-state handler is down")
+            self.events.append(event)
+            self._changed.notify_all()
+
+    def of(self, job_run_id: str) -> list[dict[str, Any]]:
+        with self._changed:
+            return [e for e in self.events if e["detail"]["jobRunId"] == job_run_id]
+
+    def states(self, job_run_id: str) -> list[str]:
+        return [e["detail"]["state"] for e in self.of(job_run_id)]
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float) -> None:
+        with self._changed:
+            if not self._changed.wait_for(condition, timeout):
+                pytest.fail(f"timed out; reported so far: {[e['detail'] for e in self.events]}")
+
+    def wait_for_state(self, job_run_id: str, states: set[str], timeout: float = SPARK_TIMEOUT) -> str:
+        self.wait_for(lambda: bool(set(self.states(job_run_id)) & states), timeout)
+        return next(s for s in self.states(job_run_id) if s in states)
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    server = MotoServer(log_dir=tmp_path_factory.mktemp("moto"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def emr_client(moto: MotoServer) -> Any:
+    return client("emr-serverless", moto.endpoint)
+
+
+@pytest.fixture
+def s3_client(moto: MotoServer) -> Any:
+    return client("s3", moto.endpoint)
+
+
+@pytest.fixture
+def emr(emr_client: Any, s3_client: Any) -> EmrServerlessLauncher:
+    suffix = uuid.uuid4().hex[:10]
+    bucket = f"runs-{suffix}"
+    s3_client.create_bucket(Bucket=bucket)
+    application_id = emr_client.create_application(
+        name=f"assetflow-{suffix}", releaseLabel=EMR_RELEASE_LABEL, type="SPARK", clientToken=suffix
+    )["applicationId"]
+    return EmrServerlessLauncher(
+        emr_client=emr_client,
+        s3_client=s3_client,
+        application_id=application_id,
+        execution_role_arn=ROLE,
+        runs_bucket=bucket,
+        events_table="assetflow-events",
+        region=LOCAL_REGION,
+    )
+
+
+@pytest.fixture
+def spark_submit() -> None:
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -r requirements-spark.txt)")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("the Spark tests need Java 17 (java on PATH or JAVA_HOME)", pytrace=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder whose jobs/ holds the test jobs (the launcher's repo_root)."""
+    jobs = tmp_path / "project" / "jobs"
+    jobs.mkdir(parents=True)
+    for name, code in (
+        ("tiny.py", TINY_SPARK_JOB),
+        ("failing.py", FAILING_JOB),
+        ("timed.py", TIMED_JOB),
+        ("sleeping.py", SLEEPING_JOB),
+    ):
+        (jobs / name).write_text(code)
+    return tmp_path / "project"
+
+
+@pytest.fixture
+def make_launcher(
+    emr: EmrServerlessLauncher, project: Path, tmp_path: Path, moto: MotoServer
+) -> Iterator[Callable[..., LocalSparkLauncher]]:
+    made: list[LocalSparkLauncher] = []
+
+    def make(**kwargs: Any) -> LocalSparkLauncher:
+        launcher = LocalSparkLauncher(
+            emr=emr,
+            repo_root=project,
+            work_dir=tmp_path / "work",
+            job_env=dict(LOCAL_AWS_ENV) | {"AWS_ENDPOINT_URL_S3": moto.endpoint},
+            **kwargs,
+        )
+        made.append(launcher)
+        return launcher
+
+    yield make
+    for launcher in made:
+        launcher.close()
+
+
+def pipeline(pipeline_id: str, entry_point: str, *arguments: str) -> Pipeline:
+    return Pipeline(pipeline_id, schedule=[LANDING], job=SparkJob(entry_point, arguments), outlets=[OUT])
+
+
+def new_run(pipeline_id: str) -> Run:
+    return Run(
+        run_id=f"{pipeline_id}-{uuid.uuid4().hex[:12]}",
+        pipeline=pipeline_id,
+        state=RunState.QUEUED,
+        created_at=datetime.now(UTC),
+    )
+
+
+# ---- the event shape ------------------------------------------------------------------------------------
+
+
+def test_job_state_event_is_shaped_as_eventbridge_sends_it() -> None:
+    now = datetime(2026, 11, 21, 21, 7, 42, 299487, tzinfo=UTC)
+    created = datetime(2026, 11, 21, 21, 7, 25, 325900, tzinfo=UTC)
+
+    event = job_state_event(
+        application_id="00f1982r1uukb925",
+        job_run_id="00f1cbn5g4bb0c01",
+        state="FAILED",
+        previous_state="RUNNING",
+        job_run_name="orders_etl-r1",
+        state_details="spark-submit exited with status 1: ValueError: boom",
+        now=now,
+        created_at=created,
+    )
+
+    assert {k: v for k, v in event.items() if k != "id"} == {
+        "version": "0",
+        "detail-type": JOB_STATE_DETAIL_TYPE,
+        "source": JOB_STATE_SOURCE,
+        "account": LOCAL_ACCOUNT_ID,
+        "time": "2026-11-21T21:07:42Z",
+        "region": LOCAL_REGION,
+        "resources": [],
+        "detail": {
+            "jobRunId": "00f1cbn5g4bb0c01",
+            "jobRunName": "orders_etl-r1",
+            "applicationId": "00f1982r1uukb925",
+            "arn": f"arn:aws:emr-serverless:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:/applications/00f1982r1uukb925"
+            "/jobruns/00f1cbn5g4bb0c01",
+            "releaseLabel": EMR_RELEASE_LABEL,
+            "state": "FAILED",
+            "previousState": "RUNNING",
+            "createdBy": event["detail"]["createdBy"],
+            "updatedAt": "2026-11-21T21:07:42.299487Z",
+            "createdAt": "2026-11-21T21:07:25.325900Z",
+            "stateDetails": "spark-submit exited with status 1: ValueError: boom",
+        },
+    }
+    assert re.fullmatch(rf"arn:aws:(sts|iam)::{LOCAL_ACCOUNT_ID}:\S+", event["detail"]["createdBy"])
+    assert str(uuid.UUID(event["id"])) == event["id"]
+    parsed = EventBridgeEvent(event)
+    assert (parsed.source, parsed.detail_type, parsed.detail["state"]) == (
+        "aws.emr-serverless",
+        "EMR Serverless Job Run State Change",
+        "FAILED",
+    )
+    first = job_state_event(application_id="a1", job_run_id="j1", state="SUBMITTED")["detail"]
+    assert "previousState" not in first and "stateDetails" not in first and "jobRunName" not in first
+    assert first["createdAt"] == first["updatedAt"]
+
+
+# ---- spark-submit on this machine ------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_a_spark_job_reports_submitted_running_success_once_with_its_log(
+    make_launcher: Callable[..., LocalSparkLauncher],
+    emr: EmrServerlessLauncher,
+    emr_client: Any,
+    s3_client: Any,
+    tmp_path: Path,
+) -> None:
+    # Given
+    reports = Reports()
+    launcher = make_launcher(report=reports)
+    tiny = pipeline("tiny", "jobs/tiny.py", "5")
+    run = new_run("tiny")
+
+    # When: the evaluator submits the run, and submits it again (a retry, or concurrent evaluators)
+    began = time.monotonic()
+    job_run_id = launcher.submit(run, tiny)
+    submitted_in = time.monotonic() - began
+    answers: list[str] = []
+    threads = [threading.Thread(target=lambda: answers.append(launcher.submit(run, tiny))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert reports.wait_for_state(job_run_id, {"SUCCESS", "FAILED"}) == "SUCCESS", launcher.log_path(
+        run.run_id
+    ).read_text()[-3000:]
+    seconds = time.monotonic() - began
+
+    # Then: one job run, its states in order with their previous states, from EMR's real job run id
+    assert submitted_in < 5.0  # submit never waits for Spark
+    assert answers == [job_run_id] * 4
+    assert reports.states(job_run_id) == ["SUBMITTED", "RUNNING", "SUCCESS"]
+    details = [e["detail"] for e in reports.of(job_run_id)]
+    assert [d.get("previousState") for d in details] == [None, "SUBMITTED", "RUNNING"]
+    assert {d["applicationId"] for d in details} == {emr.application_id}
+    assert {d["jobRunName"] for d in details} == {run.run_id}
+    job = emr_client.get_job_run(applicationId=emr.application_id, jobRunId=job_run_id)["jobRun"]
+    assert job["tags"]["assetflow:run-id"] == run.run_id
+    assert launcher.run_id_of_job(job_run_id) == run.run_id
+    assert launcher.stats() == {"queued": 0, "running": 0, "succeeded": 1, "failed": 0}
+    # The log: the command line first, run with EMR's arguments; Spark started once.
+    log = launcher.log_path(run.run_id)
+    assert log == tmp_path / "work" / "logs" / "tiny" / f"{run.run_id}.log"
+    text = log.read_text()
+    first_lines = text.splitlines()[:2]
+    assert first_lines[0] == f"# job run {job_run_id} of run {run.run_id}"
+    assert first_lines[1].startswith("$ ") and "spark-submit --master 'local[2]'" in first_lines[1]
+    assert text.count("\n$ ") == 1 and text.count("outlet metadata written") == 1
+    command = launcher.command(run, tiny)
+    request = emr.job_request(run, tiny)["jobDriver"]["sparkSubmit"]
+    assert command[-len(request["entryPointArguments"]) - 1 :] == [
+        str(launcher.repo_root / "jobs" / "tiny.py"),
+        *request["entryPointArguments"],
+    ]
+    assert command[command.index("--py-files") + 1] == str(launcher.py_files)
+    # The job read its context from moto's S3 and wrote its outlet metadata there.
+    metadata = read_outlet_metadata(s3_client, outlet_metadata_uri(emr.runs_bucket, "tiny", run.run_id))
+    assert metadata is not None
+    assert [(e["asset"], e["extra"]) for e in metadata["events"]] == [
+        (OUT.uri, {"rows": 5, "run_id": run.run_id})
+    ]
+    print(f"tiny spark job: submit {submitted_in:.2f} s, SUCCESS reported after {seconds:.1f} s")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_a_job_that_exits_non_zero_reports_failed_with_its_error(
+    make_launcher: Callable[..., LocalSparkLauncher],
+) -> None:
+    reports = Reports()
+    launcher = make_launcher(report=reports)
+    run = new_run("failing")
+
+    job_run_id = launcher.submit(run, pipeline("failing", "jobs/failing.py"))
+
+    assert reports.wait_for_state(job_run_id, {"SUCCESS", "FAILED"}) == "FAILED"
+    assert reports.states(job_run_id) == ["SUBMITTED", "RUNNING", "FAILED"]
+    details = reports.of(job_run_id)[-1]["detail"]
+    assert details["previousState"] == "RUNNING"
+    assert details["stateDetails"].startswith("spark-submit exited with status 1")
+    assert "ValueError: no rows for partition 42" in details["stateDetails"]
+    assert len(details["stateDetails"]) <= 1000
+    assert "ValueError: no rows for partition 42" in launcher.log_path(run.run_id).read_text()
+    assert launcher.stats() == {"queued": 0, "running": 0, "succeeded": 0, "failed": 1}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_one_worker_runs_two_jobs_one_after_the_other(
+    make_launcher: Callable[..., LocalSparkLauncher], tmp_path: Path
+) -> None:
+    reports = Reports()
+    launcher = make_launcher(report=reports, max_concurrent=1)
+    marks = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    runs = [
+        (new_run(f"timed{i}"), pipeline(f"timed{i}", "jobs/timed.py", str(marks[i]), "1")) for i in (0, 1)
+    ]
+
+    job_run_ids = [launcher.submit(run, p) for run, p in runs]
+    # Both queued at once: the second waits for the worker.
+    reports.wait_for(lambda: all(reports.states(j)[:1] == ["SUBMITTED"] for j in job_run_ids), 10)
+    for job_run_id in job_run_ids:
+        assert reports.wait_for_state(job_run_id, {"SUCCESS", "FAILED"}) == "SUCCESS"
+
+    (a_start, a_end), (b_start, b_end) = (map(float, mark.read_text().split()) for mark in marks)
+    assert a_end <= b_start or b_end <= a_start, "the two jobs overlapped"
+    order = [(e["detail"]["jobRunId"], e["detail"]["state"]) for e in reports.events]
+    first, second = sorted(job_run_ids, key=lambda j: order.index((j, "RUNNING")))
+    assert order.index((first, "SUCCESS")) < order.index((second, "RUNNING"))
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark_submit")
+def test_a_job_over_the_run_timeout_is_killed_and_fails(
+    make_launcher: Callable[..., LocalSparkLauncher], tmp_path: Path
+) -> None:
+    reports = Reports()
+    launcher = make_launcher(report=reports, run_timeout=1.0)
+    run = new_run("sleepy")
+
+    job_run_id = launcher.submit(run, pipeline("sleepy", "jobs/sleeping.py", str(tmp_path / "pid")))
+
+    assert reports.wait_for_state(job_run_id, {"SUCCESS", "FAILED"}, timeout=30) == "FAILED"
+    assert "timed out after 1 s" in reports.of(job_run_id)[-1]["detail"]["stateDetails"]
+    assert "over the run timeout" in launcher.log_path(run.run_id).read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_close_kills_running_jobs_and_reports_nothing_more(
+    make_launcher: Callable[..., LocalSparkLauncher], tmp_path: Path
+) -> None:
+    # Given: a job whose Python driver is running
+    reports = Reports()
+    launcher = make_launcher(report=reports)
+    run = new_run("sleepy")
+    pid_file = tmp_path / "pid"
+    job_run_id = launcher.submit(run, pipeline("sleepy", "jobs/sleeping.py", str(pid_file)))
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), launcher.log_path(run.run_id).read_text()[-3000:]
+    driver = int(pid_file.read_text())
+    reports.wait_for_state(job_run_id, {"RUNNING"}, timeout=10)
+
+    # When
+    began = time.monotonic()
+    launcher.close(timeout=10)
+    closing = time.monotonic() - began
+    launcher.close()  # idempotent
+
+    # Then: the driver (a grandchild, in the job's process group) is gone, and nothing more was reported
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(driver, 0)
+    assert reports.states(job_run_id) == ["SUBMITTED", "RUNNING"]
+    with pytest.raises(SubmissionError):
+        launcher.submit(new_run("sleepy"), pipeline("sleepy", "jobs/sleeping.py", str(pid_file)))
+    assert closing < 10
+    assert "the launcher closed" in launcher.log_path(run.run_id).read_text()
+
+
+# ---- the EMR Serverless API alone ------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_emr_api_launcher_reports_moto_success_and_retries_a_failing_reporter(
+    emr: EmrServerlessLauncher, emr_client: Any, s3_client: Any
+) -> None:
+    # Given: a reporter (the job-state handler) that fails twice before it works
+    reports = Reports(fail_first=2)
+    launcher = EmrApiLauncher(emr=emr, emr_client=emr_client, report=reports, poll_interval=0.05)
+    runs = [new_run("tiny"), new_run("tiny")]
+    tiny = pipeline("tiny", "jobs/tiny.py", "5")
+    try:
+        # When
+        job_run_ids = [launcher.submit(run, tiny) for run in runs]
+        assert launcher.submit(runs[0], tiny) == job_run_ids[0]
+        reports.wait_for(lambda: all("SUCCESS" in reports.states(j) for j in job_run_ids), 15)
+        time.sleep(0.3)  # anything more would come within a few polls
+
+        # Then: every state once, in order, as EventBridge would send them
+        for run, job_run_id in zip(runs, job_run_ids, strict=True):
+            assert reports.states(job_run_id) == ["SUBMITTED", "RUNNING", "SUCCESS"]
+            details = [e["detail"] for e in reports.of(job_run_id)]
+            assert [d.get("previousState") for d in details] == [None, "SUBMITTED", "RUNNING"]
+            assert {d["jobRunName"] for d in details} == {run.run_id}
+            assert launcher.run_id_of_job(job_run_id) == run.run_id
+            context = s3_client.get_object(
+                Bucket=emr.runs_bucket, Key=f"runs/tiny/{run.run_id}/context.json"
+            )["Body"].read()
+            assert json.loads(context)["run_id"] == run.run_id
+        assert reports.calls == 2 + 6
+        assert launcher.stats() == {"queued": 0, "running": 0, "succeeded": 2, "failed": 0}
+        assert len(emr_client.list_job_runs(applicationId=emr.application_id)["jobRuns"]) == 2
+    finally:
+        launcher.close()
+    with pytest.raises(SubmissionError):
+        launcher.submit(new_run("tiny"), tiny)

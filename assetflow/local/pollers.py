@@ -1,0 +1,1155 @@
+"""Lambda's event-source mappings, locally: pollers that call the handlers with the events Lambda would send.
+
+Each poller reads one source (an SQS queue, a DynamoDB stream, Kafka topics) in its own daemon thread, shapes
+what it reads as Lambda's event for that source, calls the handler with a Lambda-like context, and then does
+what the event-source mapping does with the answer: delete or release SQS messages, checkpoint a stream
+shard or retry it, commit Kafka offsets or seek back. The handlers are the deployed ones (their ``deps=``
+bound by the runtime); nothing here imports them.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from assetflow.local.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
+from assetflow.local.emulators import LOCAL_KAFKA_CONSUMER_TIMEOUTS
+
+logger = logging.getLogger(__name__)
+
+#: A handler with its dependencies bound: ``handler(event, context) -> response``.
+Handler = Callable[[dict[str, Any], Any], Any]
+
+#: After a failed poll (an emulator down, a refused connection): wait this long, doubling up to the cap.
+POLL_BACKOFF_SECONDS = 0.2
+POLL_BACKOFF_MAX_SECONDS = 5.0
+#: Between retries of a failed stream or Kafka batch: this long, doubling up to the cap (Kafka's cap stays
+#: well under the consumer's max_poll_interval_ms, or the group would drop the consumer while it waits).
+RETRY_BACKOFF_SECONDS = 0.1
+RETRY_BACKOFF_MAX_SECONDS = 1.0
+#: How often a stream poller looks for new shards when none of its shards has ended.
+SHARD_DISCOVERY_SECONDS = 5.0
+#: How long one Kafka poll waits for records (also how soon a Kafka poller notices `stop()`).
+KAFKA_POLL_TIMEOUT_MS = 500
+#: How long a Kafka offset commit may take before it counts as failed.
+KAFKA_COMMIT_TIMEOUT_MS = 5000
+
+_SQS_MAX_MESSAGES = 10  # ReceiveMessage's and the batch APIs' limit
+_KAFKA_TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
+_STARTING_POSITIONS = ("TRIM_HORIZON", "LATEST")
+_KAFKA_EVENT_SOURCES = ("aws:kafka", "SelfManagedKafka")
+_KAFKA_REBUILD_AFTER_ERRORS = 3
+
+
+# -- the Lambda context ------------------------------------------------------------------------------------
+
+
+def function_arn(function_name: str) -> str:
+    """The ARN a local function answers to (the local region and account)."""
+    return f"arn:aws:lambda:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:function:{function_name}"
+
+
+@dataclass(frozen=True)
+class LocalLambdaContext:
+    """The parts of Lambda's context object that Powertools and the handlers read."""
+
+    function_name: str
+    invoked_function_arn: str
+    aws_request_id: str
+    memory_limit_in_mb: int = 512
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = ""
+    #: When the invocation times out, on the `time.monotonic()` clock.
+    deadline: float = field(default_factory=lambda: time.monotonic() + 60.0)
+
+    def __post_init__(self) -> None:
+        if not self.log_group_name:
+            object.__setattr__(self, "log_group_name", f"/aws/lambda/{self.function_name}")
+        if not self.log_stream_name:
+            stream = f"{datetime.now(UTC):%Y/%m/%d}/[{self.function_version}]{uuid.uuid4().hex}"
+            object.__setattr__(self, "log_stream_name", stream)
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left before the deadline (0 once it has passed)."""
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+def lambda_context(function_name: str, *, timeout_seconds: float = 60.0) -> LocalLambdaContext:
+    """A context for one invocation of `function_name`, with a fresh request id."""
+    return LocalLambdaContext(
+        function_name=function_name,
+        invoked_function_arn=function_arn(function_name),
+        aws_request_id=str(uuid.uuid4()),
+        deadline=time.monotonic() + timeout_seconds,
+    )
+
+
+# -- the pollers' common loop ------------------------------------------------------------------------------
+
+
+@dataclass
+class PollerStats:
+    """What a poller has done since it was created (counts of records unless named otherwise)."""
+
+    #: Handler invocations.
+    batches: int = 0
+    #: Records handed to the handler, retries included.
+    records: int = 0
+    #: Records the handler processed (deleted, checkpointed or committed).
+    succeeded: int = 0
+    #: Records that failed an invocation (each failed attempt counts).
+    failed_attempts: int = 0
+    #: Records given up on: sent to the on-failure callback, or (SQS) failed on their last receive before
+    #: the queue's redrive policy moves them to its dead-letter queue.
+    dead_lettered: int = 0
+    #: The last error of a poll or an invocation (type and message).
+    last_error: str | None = None
+
+
+class Poller(abc.ABC):
+    """One event-source mapping: a daemon thread that polls a source and invokes a handler.
+
+    A failed poll (an emulator down, a refused connection) never ends the thread: it is logged at warning
+    level, without payloads, and retried after a backoff that doubles from 0.2 s to 5 s.
+    """
+
+    def __init__(self, *, name: str, handler: Handler, function_name: str, idle_wait: float = 0.0) -> None:
+        self.name = name
+        self.handler = handler
+        self.function_name = function_name
+        self.stats = PollerStats()
+        self._idle_wait = idle_wait
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lifecycle = threading.Lock()
+        # When the last poll that found nothing began (None: the last poll found work, failed, or none ran).
+        self._empty_poll_began: float | None = None
+        # A poll must begin after this moment for "nothing found" to mean idle (SQS releases failed
+        # messages with a delay: until then an empty queue does not mean the work is done).
+        self._quiet_after = 0.0
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start polling in a daemon thread (no-op while running)."""
+        with self._lifecycle:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stopping.clear()
+            self._thread = threading.Thread(target=self._run, name=f"poller-{self.name}", daemon=True)
+            self._thread.start()
+        logger.info("poller started", extra={"poller": self.name, "function": self.function_name})
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop polling: the batch in progress finishes, then the thread ends. Idempotent.
+
+        A batch waiting for its next retry is abandoned unacknowledged, so its source delivers it again.
+        """
+        self._stopping.set()
+        with self._lifecycle:
+            thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join(timeout)
+        if thread.is_alive():
+            logger.warning("poller did not stop in time", extra={"poller": self.name, "timeout": timeout})
+        else:
+            logger.info("poller stopped", extra={"poller": self.name})
+
+    @property
+    def running(self) -> bool:
+        """Whether the polling thread is alive."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    @property
+    def idle(self) -> bool:
+        """True when the last poll found nothing and no batch is in flight or waiting for a retry."""
+        began = self._empty_poll_began
+        return began is not None and began >= self._quiet_after
+
+    # -- what subclasses provide -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _poll(self) -> bool:
+        """Poll once and handle what was found; return whether there was any work (records or retries)."""
+
+    def _on_poll_error(self) -> None:  # noqa: B027 - optional hook
+        """Forget state that a failed poll may have made stale."""
+
+    def _close(self) -> None:  # noqa: B027 - optional hook
+        """Release the source's resources (called in the polling thread when it ends)."""
+
+    # -- the loop --------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = POLL_BACKOFF_SECONDS
+        try:
+            while not self._stopping.is_set():
+                began = time.monotonic()
+                try:
+                    busy = self._poll()
+                except Exception as exc:
+                    self._empty_poll_began = None
+                    self.stats.last_error = _describe(exc)
+                    # Errors from the SDK and the Kafka client name the operation, never a payload.
+                    logger.warning(
+                        "poll failed, backing off",
+                        extra={
+                            "poller": self.name,
+                            "error": type(exc).__name__,
+                            "detail": str(exc)[:300],
+                            "retry_in_seconds": backoff,
+                        },
+                    )
+                    self._on_poll_error()
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, POLL_BACKOFF_MAX_SECONDS)
+                    continue
+                backoff = POLL_BACKOFF_SECONDS
+                self._empty_poll_began = None if busy else began
+                if not busy and self._idle_wait:
+                    self._stopping.wait(self._idle_wait)
+        finally:
+            self._empty_poll_began = None
+            try:
+                self._close()
+            except Exception as exc:
+                logger.warning(
+                    "poller close failed", extra={"poller": self.name, "error": type(exc).__name__}
+                )
+
+    def _invoke(
+        self, event: dict[str, Any], size: int
+    ) -> tuple[Any, BaseException | None, LocalLambdaContext]:
+        """Call the handler; return its response, or the exception it raised, and the context it got."""
+        context = lambda_context(self.function_name)
+        self.stats.batches += 1
+        self.stats.records += size
+        try:
+            return self.handler(event, context), None, context
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # a crashed invocation is a function error on Lambda too
+            self.stats.last_error = _describe(exc)
+            # The exception's message may quote a payload: only its type is logged.
+            logger.warning(
+                "handler failed",
+                extra={
+                    "poller": self.name,
+                    "function": self.function_name,
+                    "request_id": context.aws_request_id,
+                    "error": type(exc).__name__,
+                    "records": size,
+                },
+            )
+            return None, exc, context
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep unless stopping; return whether the poller is stopping."""
+        return self._stopping.wait(seconds)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:500]}"
+
+
+def _retry_backoff(attempts: int) -> float:
+    return float(min(RETRY_BACKOFF_SECONDS * 2 ** max(attempts - 1, 0), RETRY_BACKOFF_MAX_SECONDS))
+
+
+def _failed_identifiers(response: Any) -> list[Any] | None:
+    """The item identifiers of a partial batch response; None when the response fails the whole batch.
+
+    As Lambda reads it: no response, an empty or missing list mean success; an item without an identifier
+    (null or empty) fails the whole batch.
+    """
+    if not isinstance(response, Mapping):
+        return []
+    failures = response.get("batchItemFailures")
+    if not failures:
+        return []
+    if not isinstance(failures, list):
+        return None
+    identifiers = []
+    for failure in failures:
+        identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None
+        if identifier is None or identifier == "":
+            return None
+        identifiers.append(identifier)
+    return identifiers
+
+
+def _iso_millis(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _failure_context(
+    context: LocalLambdaContext, attempts: int, error: BaseException | None
+) -> dict[str, Any]:
+    """The parts that every on-failure record of a stream or Kafka mapping shares."""
+    response: dict[str, Any] = {"statusCode": 200, "executedVersion": context.function_version}
+    if error is not None:
+        response["functionError"] = "Unhandled"
+    return {
+        "requestContext": {
+            "requestId": context.aws_request_id,
+            "functionArn": context.invoked_function_arn,
+            "condition": "RetryAttemptsExhausted",
+            "approximateInvokeCount": attempts,
+        },
+        "responseContext": response,
+        "version": "1.0",
+        "timestamp": _iso_millis(datetime.now(UTC)),
+    }
+
+
+# -- SQS ---------------------------------------------------------------------------------------------------
+
+
+class SqsPoller(Poller):
+    """An SQS event-source mapping with ReportBatchItemFailures.
+
+    Long-polls the queue, hands the messages over as Lambda's SQS event, deletes the ones the handler did
+    not report as failed, and makes the failed ones (all of them when the handler raises) visible again
+    after `retry_delay_seconds`. Moving a message to the dead-letter queue after its queue's
+    ``maxReceiveCount`` is SQS's own job (the queue's RedrivePolicy). One batch at a time, so a FIFO
+    queue's order holds.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        sqs: Any,
+        queue_url: str,
+        queue_arn: str,
+        handler: Handler,
+        function_name: str,
+        batch_size: int = 10,
+        wait_seconds: int = 1,
+        retry_delay_seconds: int = 1,
+    ) -> None:
+        super().__init__(name=name, handler=handler, function_name=function_name)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        self.sqs = sqs
+        self.queue_url = queue_url
+        self.queue_arn = queue_arn
+        self.batch_size = batch_size
+        self.wait_seconds = wait_seconds
+        self.retry_delay_seconds = retry_delay_seconds
+        self.fifo = queue_arn.endswith(".fifo")
+        self._region = _arn_region(queue_arn)
+        self._max_receive_count: int | None = None
+        self._redrive_read = False
+
+    def _on_poll_error(self) -> None:
+        # The queue may have been deleted and created again with another redrive policy.
+        self._redrive_read = False
+
+    def _poll(self) -> bool:
+        if not self._redrive_read:
+            self._read_redrive_policy()
+        messages = self._receive(min(self.batch_size, _SQS_MAX_MESSAGES), self.wait_seconds)
+        # Above 10 (standard queues only), gather what is there without waiting again, as a batching window.
+        while messages and len(messages) < self.batch_size and not self.fifo:
+            more = self._receive(min(self.batch_size - len(messages), _SQS_MAX_MESSAGES), 0)
+            if not more:
+                break
+            messages.extend(more)
+        if not messages:
+            return False
+        self._handle(messages)
+        return True
+
+    def _read_redrive_policy(self) -> None:
+        attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["RedrivePolicy"])
+        policy = json.loads(attributes.get("Attributes", {}).get("RedrivePolicy") or "null")
+        self._max_receive_count = int(policy["maxReceiveCount"]) if policy else None
+        self._redrive_read = True
+
+    def _receive(self, count: int, wait_seconds: int) -> list[dict[str, Any]]:
+        answer = self.sqs.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=count,
+            WaitTimeSeconds=wait_seconds,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return list(answer.get("Messages") or [])
+
+    def _handle(self, messages: list[dict[str, Any]]) -> None:
+        event = {"Records": [sqs_record(m, queue_arn=self.queue_arn, region=self._region) for m in messages]}
+        response, error, _context = self._invoke(event, len(messages))
+        ids = [m["MessageId"] for m in messages]
+        failed_ids: set[str]
+        if error is not None:
+            failed_ids = set(ids)
+        else:
+            reported = _failed_identifiers(response)
+            # An identifier that names no message of the batch fails the whole batch, as on Lambda.
+            if reported is None or not set(map(str, reported)) <= set(ids):
+                failed_ids = set(ids)
+            else:
+                failed_ids = set(map(str, reported))
+        done = [m for m in messages if m["MessageId"] not in failed_ids]
+        failed = [m for m in messages if m["MessageId"] in failed_ids]
+        self._delete(done)
+        self.stats.succeeded += len(done)
+        if failed:
+            self._quiet_after = time.monotonic() + self.retry_delay_seconds
+            self._release(failed)
+            self.stats.failed_attempts += len(failed)
+            last_tries = [
+                m
+                for m in failed
+                if self._max_receive_count is not None
+                and int(m.get("Attributes", {}).get("ApproximateReceiveCount", "0"))
+                >= self._max_receive_count
+            ]
+            if last_tries:
+                self.stats.dead_lettered += len(last_tries)
+                logger.warning(
+                    "messages failed their last receive: the queue's redrive policy moves them to its DLQ",
+                    extra={"poller": self.name, "message_ids": [m["MessageId"] for m in last_tries]},
+                )
+
+    def _delete(self, messages: list[dict[str, Any]]) -> None:
+        for chunk in _chunks(messages, _SQS_MAX_MESSAGES):
+            answer = self.sqs.delete_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+            )
+            if answer.get("Failed"):
+                # The message comes back after its visibility timeout; the handlers are idempotent.
+                logger.warning(
+                    "messages not deleted",
+                    extra={"poller": self.name, "codes": [f.get("Code") for f in answer["Failed"]]},
+                )
+
+    def _release(self, messages: list[dict[str, Any]]) -> None:
+        """Make failed messages visible again after `retry_delay_seconds`."""
+        if not self.fifo:
+            refused = self._change_visibility(messages, self.retry_delay_seconds)
+        else:
+            # moto (5.2.5) hands a FIFO group's released messages back newest first: each leaves the group's
+            # in-flight set only when a receive finds it visible, and the last one found unlocks the group
+            # for itself. So the poller waits out the delay itself (the group stays locked meanwhile, its
+            # messages in flight), then releases them with a timeout already past, which moto applies at
+            # once, so that the next receive gets them in order. SQS refuses a negative timeout: then 0.
+            self._wait(self.retry_delay_seconds)
+            try:
+                refused = self._change_visibility(messages, -1)
+            except ClientError:
+                refused = messages
+            if refused:
+                refused = self._change_visibility(refused, 0)
+        if refused:
+            # Then they come back after the queue's visibility timeout instead.
+            logger.warning(
+                "failed messages not released early",
+                extra={"poller": self.name, "message_ids": [m["MessageId"] for m in refused]},
+            )
+
+    def _change_visibility(self, messages: list[dict[str, Any]], timeout: int) -> list[dict[str, Any]]:
+        """Change the messages' visibility timeout; return the ones the queue refused."""
+        refused: list[dict[str, Any]] = []
+        for chunk in _chunks(messages, _SQS_MAX_MESSAGES):
+            answer = self.sqs.change_message_visibility_batch(
+                QueueUrl=self.queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": timeout}
+                    for i, m in enumerate(chunk)
+                ],
+            )
+            refused.extend(chunk[int(f["Id"])] for f in answer.get("Failed") or [])
+        return refused
+
+
+def sqs_record(message: Mapping[str, Any], *, queue_arn: str, region: str = LOCAL_REGION) -> dict[str, Any]:
+    """One received SQS message as a record of Lambda's SQS event."""
+    record: dict[str, Any] = {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message.get("Body", ""),
+        "attributes": dict(message.get("Attributes") or {}),
+        "messageAttributes": {
+            name: _sqs_attribute(value) for name, value in (message.get("MessageAttributes") or {}).items()
+        },
+        "md5OfBody": message.get("MD5OfBody"),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+    if message.get("MD5OfMessageAttributes"):
+        record["md5OfMessageAttributes"] = message["MD5OfMessageAttributes"]
+    return record
+
+
+def _sqs_attribute(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A message attribute in Lambda's camelCase form, binary values in base64."""
+    attribute: dict[str, Any] = {}
+    if "StringValue" in value:
+        attribute["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        attribute["binaryValue"] = _b64(value["BinaryValue"])
+    attribute["stringListValues"] = list(value.get("StringListValues") or [])
+    attribute["binaryListValues"] = [_b64(v) for v in value.get("BinaryListValues") or []]
+    attribute["dataType"] = value.get("DataType")
+    return attribute
+
+
+def _b64(data: bytes | bytearray | str) -> str:
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _arn_region(arn: str) -> str:
+    parts = arn.split(":")
+    return parts[3] if len(parts) > 3 and parts[3] else LOCAL_REGION
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# -- DynamoDB Streams --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Shard:
+    """What a stream poller knows of one shard."""
+
+    shard_id: str
+    parent_id: str | None
+    #: The iterator type to start with when nothing of the shard was handled yet.
+    start_at: str
+    iterator: str | None = None
+    #: The sequence number of the last record handled (processed, or given up on).
+    checkpoint: str | None = None
+    #: GetRecords returned no next iterator: nothing more will be read from this shard.
+    ended: bool = False
+    #: Records read but not handled yet, as the sub-batches still to invoke, in order.
+    pending: list[list[dict[str, Any]]] = field(default_factory=list)
+    #: Failed invocations of pending[0].
+    attempts: int = 0
+    retry_at: float = 0.0
+    #: The on-failure record of pending[0] once its retries are exhausted (kept until delivered).
+    failure: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.ended and not self.pending
+
+
+class StreamPoller(Poller):
+    """A DynamoDB Streams event-source mapping with ReportBatchItemFailures.
+
+    Reads every shard strictly in order (a child only once its parent is finished), hands each page of
+    records over as Lambda's stream event, and checkpoints what the handler processed. A record reported in
+    ``batchItemFailures`` is retried, with the records after it; a raising handler gets the batch again,
+    halved first when `bisect_on_error` (halving does not count as a retry). After `retry_attempts` retries
+    (negative: forever), `on_failure` receives Lambda's on-failure record for streams and the poller moves
+    past those records. Shards are served in turn by one thread, so a retrying shard never blocks another.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        streams: Any,
+        stream_arn: str,
+        handler: Handler,
+        function_name: str,
+        batch_size: int = 25,
+        retry_attempts: int = 5,
+        bisect_on_error: bool = True,
+        on_failure: Callable[[dict[str, Any]], None] | None = None,
+        starting_position: str = "TRIM_HORIZON",
+        poll_interval: float = 0.05,
+    ) -> None:
+        super().__init__(name=name, handler=handler, function_name=function_name, idle_wait=poll_interval)
+        if starting_position not in _STARTING_POSITIONS:
+            raise ValueError(
+                f"starting_position must be one of {_STARTING_POSITIONS}, not {starting_position!r}"
+            )
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        self.streams = streams
+        self.stream_arn = stream_arn
+        self.batch_size = batch_size
+        self.retry_attempts = retry_attempts
+        self.bisect_on_error = bisect_on_error
+        self.on_failure = on_failure
+        self.starting_position = starting_position
+        self.poll_interval = poll_interval
+        self._shards: dict[str, _Shard] = {}
+        self._discovered = False
+        self._next_discovery = 0.0
+
+    def _poll(self) -> bool:
+        if time.monotonic() >= self._next_discovery:
+            self._discover()
+        busy = False
+        waiting = False
+        for shard in [s for s in self._shards.values() if self._readable(s)]:
+            if self._stopping.is_set():
+                return True
+            if shard.pending and shard.failure is None and time.monotonic() < shard.retry_at:
+                waiting = True
+                continue
+            busy = self._step(shard) or busy
+            waiting = waiting or bool(shard.pending)
+        if waiting and not busy:
+            self._wait(self.poll_interval)
+        return busy or waiting
+
+    # -- shards -------------------------------------------------------------------------------------------
+
+    def _discover(self) -> None:
+        listed: list[dict[str, Any]] = []
+        start: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"StreamArn": self.stream_arn}
+            if start:
+                kwargs["ExclusiveStartShardId"] = start
+            description = self.streams.describe_stream(**kwargs)["StreamDescription"]
+            listed.extend(description.get("Shards") or [])
+            start = description.get("LastEvaluatedShardId")
+            if not start:
+                break
+        first = not self._discovered
+        for shard in listed:
+            shard_id = shard["ShardId"]
+            if shard_id in self._shards:
+                continue
+            closed = "EndingSequenceNumber" in (shard.get("SequenceNumberRange") or {})
+            # LATEST applies to the shards open when the mapping starts; shards that appear later (children
+            # of those) are read from their beginning, so nothing written after the start is skipped.
+            start_at = "LATEST" if first and self.starting_position == "LATEST" else "TRIM_HORIZON"
+            self._shards[shard_id] = _Shard(
+                shard_id=shard_id,
+                parent_id=shard.get("ParentShardId"),
+                start_at=start_at,
+                ended=first and closed and start_at == "LATEST",
+            )
+        listed_ids = {s["ShardId"] for s in listed}
+        for shard_id in [i for i, s in self._shards.items() if s.finished and i not in listed_ids]:
+            del self._shards[shard_id]  # trimmed from the stream: no child can wait for it any more
+        self._discovered = True
+        self._next_discovery = time.monotonic() + SHARD_DISCOVERY_SECONDS
+
+    def _readable(self, shard: _Shard) -> bool:
+        if shard.finished:
+            return False
+        parent = self._shards.get(shard.parent_id) if shard.parent_id else None
+        # A parent the stream no longer lists was trimmed: its records are gone, the child may go on.
+        return parent is None or parent.finished
+
+    def _step(self, shard: _Shard) -> bool:
+        if shard.pending:
+            self._process(shard)
+            return True
+        if shard.iterator is None:
+            shard.iterator = self._iterator(shard)
+        try:
+            page = self.streams.get_records(ShardIterator=shard.iterator, Limit=self.batch_size)
+        except ClientError as exc:
+            # Whatever went wrong, the next read starts again from the checkpoint.
+            shard.iterator = None
+            if exc.response.get("Error", {}).get("Code") == "ExpiredIteratorException":
+                return True
+            raise
+        except Exception:
+            shard.iterator = None
+            raise
+        shard.iterator = page.get("NextShardIterator")
+        if shard.iterator is None:
+            shard.ended = True
+            self._next_discovery = 0.0  # its children may be listed now
+        records = page.get("Records") or []
+        if not records:
+            return shard.ended
+        shard.pending = [[stream_record(r, stream_arn=self.stream_arn) for r in records]]
+        shard.attempts = 0
+        self._process(shard)
+        return True
+
+    def _iterator(self, shard: _Shard) -> str:
+        if shard.checkpoint is not None:
+            try:
+                answer = self.streams.get_shard_iterator(
+                    StreamArn=self.stream_arn,
+                    ShardId=shard.shard_id,
+                    ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                    SequenceNumber=shard.checkpoint,
+                )
+                return str(answer["ShardIterator"])
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "TrimmedDataAccessException":
+                    raise
+                # The stream's retention (24 hours) passed the checkpoint: what follows it is partly gone.
+                logger.warning(
+                    "stream records expired before they were read; reading on from the oldest left",
+                    extra={"poller": self.name, "shard": shard.shard_id, "checkpoint": shard.checkpoint},
+                )
+                shard.checkpoint = None
+                shard.start_at = "TRIM_HORIZON"
+        answer = self.streams.get_shard_iterator(
+            StreamArn=self.stream_arn, ShardId=shard.shard_id, ShardIteratorType=shard.start_at
+        )
+        return str(answer["ShardIterator"])
+
+    # -- batches ------------------------------------------------------------------------------------------
+
+    def _process(self, shard: _Shard) -> None:
+        """Invoke the handler with the shard's first pending sub-batch and act on the answer."""
+        if shard.failure is not None:
+            self._give_up(shard)
+            return
+        batch = shard.pending[0]
+        response, error, context = self._invoke({"Records": batch}, len(batch))
+        sequence = [r["dynamodb"]["SequenceNumber"] for r in batch]
+        first_failed = len(batch)
+        if error is not None:
+            first_failed = 0
+        else:
+            reported = _failed_identifiers(response)
+            if reported is None or not set(map(str, reported)) <= set(sequence):
+                first_failed = 0
+            elif reported:
+                # Lambda checkpoints before the lowest sequence number reported and retries from there.
+                first_failed = min(sequence.index(str(i)) for i in reported)
+        if first_failed:
+            shard.checkpoint = sequence[first_failed - 1]
+            self.stats.succeeded += first_failed
+        if first_failed == len(batch):
+            shard.pending.pop(0)
+            shard.attempts = 0
+            return
+        remaining = batch[first_failed:]
+        self.stats.failed_attempts += len(remaining)
+        if error is not None and self.bisect_on_error and len(remaining) > 1:
+            half = len(remaining) // 2
+            shard.pending[0:1] = [remaining[:half], remaining[half:]]
+            return
+        shard.pending[0] = remaining
+        shard.attempts += 1
+        if 0 <= self.retry_attempts < shard.attempts:
+            shard.failure = self._failure_record(shard, remaining, context, error)
+            self._give_up(shard)
+            return
+        shard.retry_at = time.monotonic() + _retry_backoff(shard.attempts)
+
+    def _failure_record(
+        self,
+        shard: _Shard,
+        batch: list[dict[str, Any]],
+        context: LocalLambdaContext,
+        error: BaseException | None,
+    ) -> dict[str, Any]:
+        first, last = batch[0]["dynamodb"], batch[-1]["dynamodb"]
+        return _failure_context(context, shard.attempts, error) | {
+            "DDBStreamBatchInfo": {
+                "shardId": shard.shard_id,
+                "startSequenceNumber": first["SequenceNumber"],
+                "endSequenceNumber": last["SequenceNumber"],
+                "approximateArrivalOfFirstRecord": _iso_seconds(first.get("ApproximateCreationDateTime")),
+                "approximateArrivalOfLastRecord": _iso_seconds(last.get("ApproximateCreationDateTime")),
+                "batchSize": len(batch),
+                "streamArn": self.stream_arn,
+            }
+        }
+
+    def _give_up(self, shard: _Shard) -> None:
+        """Hand the exhausted batch to `on_failure` and move past it.
+
+        Raises:
+            Exception: whatever `on_failure` raises; the batch stays, and delivery is tried again.
+        """
+        batch = shard.pending[0]
+        record = shard.failure or {}
+        if self.on_failure is not None:
+            self.on_failure(record)
+        info = record.get("DDBStreamBatchInfo", {})
+        logger.warning(
+            "stream records given up after their retries" + ("" if self.on_failure else ", and dropped"),
+            extra={
+                "poller": self.name,
+                "shard": shard.shard_id,
+                "start_sequence_number": info.get("startSequenceNumber"),
+                "end_sequence_number": info.get("endSequenceNumber"),
+                "records": len(batch),
+            },
+        )
+        self.stats.dead_lettered += len(batch)
+        shard.checkpoint = batch[-1]["dynamodb"]["SequenceNumber"]
+        shard.pending.pop(0)
+        shard.attempts = 0
+        shard.failure = None
+
+
+def stream_record(record: Mapping[str, Any], *, stream_arn: str) -> dict[str, Any]:
+    """One GetRecords record (as boto3 parses it) as a record of Lambda's DynamoDB stream event.
+
+    boto3 turns the creation time into a datetime and binary attributes into bytes; Lambda's event has epoch
+    seconds and the wire form (base64), which is what the handlers' Powertools classes decode.
+    """
+    dynamodb = dict(record.get("dynamodb") or {})
+    created = dynamodb.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        seconds = created.timestamp()
+        dynamodb["ApproximateCreationDateTime"] = int(seconds) if seconds.is_integer() else seconds
+    for image in ("Keys", "NewImage", "OldImage"):
+        if image in dynamodb:
+            dynamodb[image] = {name: _wire_value(value) for name, value in dynamodb[image].items()}
+    lambda_record: dict[str, Any] = {
+        "eventID": record.get("eventID"),
+        "eventName": record.get("eventName"),
+        "eventVersion": record.get("eventVersion") or "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": record.get("awsRegion") or LOCAL_REGION,
+        "dynamodb": dynamodb,
+        "eventSourceARN": stream_arn,
+    }
+    if record.get("userIdentity"):  # deletions by TTL
+        lambda_record["userIdentity"] = dict(record["userIdentity"])
+    return lambda_record
+
+
+def _wire_value(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A parsed DynamoDB attribute value back in its JSON wire form."""
+    (kind, inner), *_ = value.items()
+    if kind == "B":
+        return {"B": _b64(inner)}
+    if kind == "BS":
+        return {"BS": [_b64(v) for v in inner]}
+    if kind == "M":
+        return {"M": {k: _wire_value(v) for k, v in inner.items()}}
+    if kind == "L":
+        return {"L": [_wire_value(v) for v in inner]}
+    return {kind: inner}
+
+
+def _iso_seconds(moment: Any) -> str | None:
+    # The on-failure record for streams gives arrival times to the second ("2019-11-14T00:13:19Z").
+    if isinstance(moment, int | float):
+        moment = datetime.fromtimestamp(moment, UTC)
+    if not isinstance(moment, datetime):
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- Kafka -------------------------------------------------------------------------------------------------
+
+
+class KafkaPoller(Poller):
+    """An MSK or self-managed Kafka event-source mapping on a kafka-python consumer group.
+
+    Polls up to `batch_size` records, hands them over as Lambda's Kafka event, and commits offset + 1 of
+    each partition the handler processed. When the handler raises (or reports failed records), each failed
+    partition is sought back to its first failed record and the batch comes again after a short backoff;
+    after `retry_attempts` retries (negative: forever), `on_failure` receives Lambda's on-failure record for
+    Kafka and the offsets are committed past the batch. The consumer reconnects by itself after a broker
+    restart; a consumer that cannot be built (the broker is down) is built again on the next poll.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        bootstrap_servers: str,
+        topics: Sequence[str],
+        group_id: str,
+        handler: Handler,
+        function_name: str,
+        event_source: str = "aws:kafka",
+        event_source_arn: str | None = None,
+        batch_size: int = 100,
+        retry_attempts: int = 3,
+        on_failure: Callable[[dict[str, Any]], None] | None = None,
+        starting_position: str = "TRIM_HORIZON",
+    ) -> None:
+        super().__init__(name=name, handler=handler, function_name=function_name)
+        if event_source not in _KAFKA_EVENT_SOURCES:
+            raise ValueError(f"event_source must be one of {_KAFKA_EVENT_SOURCES}, not {event_source!r}")
+        if event_source_arn is not None and event_source != "aws:kafka":
+            raise ValueError("only an MSK source (event_source='aws:kafka') has an event_source_arn")
+        if starting_position not in _STARTING_POSITIONS:
+            raise ValueError(
+                f"starting_position must be one of {_STARTING_POSITIONS}, not {starting_position!r}"
+            )
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        if not topics:
+            raise ValueError("a Kafka poller needs at least one topic")
+        self.bootstrap_servers = bootstrap_servers
+        self.topics = tuple(topics)
+        self.group_id = group_id
+        self.event_source = event_source
+        self.event_source_arn = event_source_arn
+        self.batch_size = batch_size
+        self.retry_attempts = retry_attempts
+        self.on_failure = on_failure
+        self.starting_position = starting_position
+        self._consumer: Any = None
+        self._poll_errors = 0
+        # (topic, partition) -> (the offset a failed batch starts at, its failed attempts so far)
+        self._failures: dict[Any, tuple[int, int]] = {}
+
+    def _connect(self) -> Any:
+        if self._consumer is None:
+            from kafka import KafkaConsumer  # optional: only the local runtime needs kafka-python
+
+            consumer = KafkaConsumer(
+                bootstrap_servers=[s for s in self.bootstrap_servers.split(",") if s],
+                group_id=self.group_id,
+                client_id=f"assetflow-local-{self.name}",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest" if self.starting_position == "TRIM_HORIZON" else "latest",
+                max_poll_records=self.batch_size,
+                **LOCAL_KAFKA_CONSUMER_TIMEOUTS,
+            )
+            consumer.subscribe(list(self.topics))
+            self._consumer = consumer
+        return self._consumer
+
+    def _close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close(autocommit=False, timeout_ms=2000)
+
+    def _on_poll_error(self) -> None:
+        # kafka-python reconnects by itself; a consumer that keeps failing anyway is built again (and joins
+        # its group again, resuming from the committed offsets).
+        self._poll_errors += 1
+        if self._poll_errors >= _KAFKA_REBUILD_AFTER_ERRORS:
+            self._poll_errors = 0
+            try:
+                self._close()
+            except Exception as exc:
+                logger.warning(
+                    "Kafka consumer close failed", extra={"poller": self.name, "error": type(exc).__name__}
+                )
+
+    def _poll(self) -> bool:
+        consumer = self._connect()
+        polled = consumer.poll(timeout_ms=KAFKA_POLL_TIMEOUT_MS, max_records=self.batch_size)
+        self._poll_errors = 0
+        batch = [record for partition in sorted(polled) for record in polled[partition]]
+        if not batch:
+            assigned = consumer.assignment()
+            for partition in [p for p in self._failures if p not in assigned]:
+                del self._failures[partition]  # revoked: another member retries it
+            return bool(self._failures) or not _caught_up(consumer, assigned)
+        self._handle(consumer, batch)
+        return True
+
+    def _handle(self, consumer: Any, batch: list[Any]) -> None:
+        from kafka import TopicPartition
+
+        event = kafka_event(
+            batch,
+            event_source=self.event_source,
+            event_source_arn=self.event_source_arn,
+            bootstrap_servers=self.bootstrap_servers,
+        )
+        response, error, context = self._invoke(event, len(batch))
+        by_partition: dict[Any, list[Any]] = {}
+        for record in batch:
+            by_partition.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
+        first_failed = self._first_failed(by_partition, response, error)
+
+        commit: dict[Any, int] = {}
+        failing: dict[Any, list[Any]] = {}
+        for partition, records in by_partition.items():
+            cut = first_failed.get(partition)
+            done = [r for r in records if cut is None or r.offset < cut]
+            if done:
+                commit[partition] = done[-1].offset + 1
+                self.stats.succeeded += len(done)
+            if cut is not None:
+                failing[partition] = [r for r in records if r.offset >= cut]
+            else:
+                self._failures.pop(partition, None)
+
+        if failing:
+            self.stats.failed_attempts += sum(len(r) for r in failing.values())
+            attempts = 1 + max(
+                self._failures[p][1] if self._failures.get(p, (None, 0))[0] == first_failed[p] else 0
+                for p in failing
+            )
+            if not 0 <= self.retry_attempts < attempts:
+                for partition, records in failing.items():
+                    self._failures[partition] = (records[0].offset, attempts)
+                    consumer.seek(partition, records[0].offset)
+                self._commit(consumer, commit)
+                self._wait(_retry_backoff(attempts))
+                return
+            self._commit(consumer, commit)
+            self._give_up(consumer, failing, context, attempts, error)
+            commit = {p: records[-1].offset + 1 for p, records in failing.items()}
+        self._commit(consumer, commit)
+
+    def _first_failed(
+        self, by_partition: Mapping[Any, list[Any]], response: Any, error: BaseException | None
+    ) -> dict[Any, int]:
+        """The offset of each partition's first failed record (every partition when the invocation failed)."""
+        whole_batch = {p: records[0].offset for p, records in by_partition.items()}
+        if error is not None:
+            return whole_batch
+        reported = _failed_identifiers(response)
+        if reported is None:
+            return whole_batch
+        first_failed: dict[Any, int] = {}
+        by_name = {f"{p.topic}-{p.partition}": p for p in by_partition}
+        for identifier in reported:
+            # Powertools reports {"partition": "<topic>-<partition>", "offset": n}.
+            partition = (
+                by_name.get(str(identifier.get("partition"))) if isinstance(identifier, Mapping) else None
+            )
+            offset = identifier.get("offset") if isinstance(identifier, Mapping) else None
+            if partition is None or not isinstance(offset, int):
+                return whole_batch
+            first_failed[partition] = min(offset, first_failed.get(partition, offset))
+        return first_failed
+
+    def _give_up(
+        self,
+        consumer: Any,
+        failing: Mapping[Any, list[Any]],
+        context: LocalLambdaContext,
+        attempts: int,
+        error: BaseException | None,
+    ) -> None:
+        records = [r for rs in failing.values() for r in rs]
+        event = kafka_event(
+            records,
+            event_source=self.event_source,
+            event_source_arn=self.event_source_arn,
+            bootstrap_servers=self.bootstrap_servers,
+        )
+        info: dict[str, Any] = {"batchSize": len(records)}
+        if self.event_source_arn:
+            info["eventSourceArn"] = self.event_source_arn
+        info["bootstrapServers"] = self.bootstrap_servers
+        info["payloadSize"] = len(json.dumps(event).encode())
+        info["recordsInfo"] = {
+            f"{p.topic}-{p.partition}": {
+                "firstRecordOffset": str(rs[0].offset),
+                "lastRecordOffset": str(rs[-1].offset),
+                "firstRecordTimestamp": _iso_millis(datetime.fromtimestamp(rs[0].timestamp / 1000, UTC)),
+                "lastRecordTimestamp": _iso_millis(datetime.fromtimestamp(rs[-1].timestamp / 1000, UTC)),
+            }
+            for p, rs in failing.items()
+        }
+        record = _failure_context(context, attempts, error) | {"KafkaBatchInfo": info}
+        if self.on_failure is not None:
+            try:
+                self.on_failure(record)
+            except Exception:
+                # Not delivered: the batch comes again, and when it fails again so does this delivery.
+                for partition, rs in failing.items():
+                    consumer.seek(partition, rs[0].offset)
+                raise
+        for partition in failing:
+            self._failures.pop(partition, None)
+        self.stats.dead_lettered += len(records)
+        logger.warning(
+            "Kafka records given up after their retries" + ("" if self.on_failure else ", and dropped"),
+            extra={"poller": self.name, "records_info": info["recordsInfo"]},
+        )
+
+    def _commit(self, consumer: Any, offsets: Mapping[Any, int]) -> None:
+        """Commit the offsets (the next record to read of each partition).
+
+        Raises:
+            KafkaError: the commit failed (a rebalance, the broker is down). The records are not read again
+                by this consumer; another member of the group (or this one, restarted) may get them again,
+                and the handlers are idempotent. The loop backs off.
+        """
+        if not offsets:
+            return
+        from kafka import OffsetAndMetadata
+
+        consumer.commit(
+            {p: OffsetAndMetadata(offset, "", -1) for p, offset in offsets.items()},
+            timeout_ms=KAFKA_COMMIT_TIMEOUT_MS,
+        )
+
+
+def _caught_up(consumer: Any, assigned: Iterable[Any]) -> bool:
+    """Whether the consumer has joined its group and read every assigned partition to its end.
+
+    A consumer still joining (≈ 3 s) polls nothing although records wait: that is not idleness.
+    """
+    partitions = list(assigned)
+    if not partitions:
+        return False
+    for partition in partitions:
+        highwater = consumer.highwater(partition)  # from the last fetch response; None before the first
+        if highwater is None:
+            return False
+        try:
+            position = consumer.position(partition, timeout_ms=100)
+        except Exception:
+            return False
+        if position is None or position < highwater:
+            return False
+    return True
+
+
+def kafka_event(
+    records: Sequence[Any],
+    *,
+    event_source: str,
+    event_source_arn: str | None,
+    bootstrap_servers: str,
+) -> dict[str, Any]:
+    """kafka-python ``ConsumerRecord`` objects as Lambda's MSK or self-managed Kafka event."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        grouped.setdefault(f"{record.topic}-{record.partition}", []).append(_kafka_record(record))
+    event: dict[str, Any] = {"eventSource": event_source}
+    if event_source_arn and event_source == "aws:kafka":
+        event["eventSourceArn"] = event_source_arn
+    event["bootstrapServers"] = bootstrap_servers
+    event["records"] = grouped
+    return event
+
+
+def _kafka_record(record: Any) -> dict[str, Any]:
+    shaped: dict[str, Any] = {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestampType": _KAFKA_TIMESTAMP_TYPES.get(record.timestamp_type, "NO_TIMESTAMP_TYPE"),
+    }
+    if record.key is not None:
+        shaped["key"] = _b64(record.key)
+    if record.value is not None:
+        shaped["value"] = _b64(record.value)
+    shaped["headers"] = [{name: _java_bytes(value)} for name, value in record.headers or []]
+    return shaped
+
+
+def _java_bytes(value: bytes | None) -> list[int] | None:
+    # Lambda's poller is Java: header bytes arrive as Java's signed bytes (0xFF is -1).
+    if value is None:
+        return None
+    return [b - 256 if b > 127 else b for b in bytes(value)]

@@ -520,6 +520,109 @@ def cmd_quarantine_list(args: argparse.Namespace) -> int:
     return _page(args, page, show)
 
 
+# ---- the local runtime ---------------------------------------------------------------------------------
+
+
+def _runtime_options(args: argparse.Namespace, work_dir: Path) -> Any:
+    from assetflow.local.runtime import RuntimeOptions
+
+    try:
+        return RuntimeOptions(
+            pipelines=args.pipelines,
+            work_dir=work_dir,
+            launcher=args.launcher,
+            max_concurrent_runs=args.max_concurrent_runs,
+            api_port=args.api_port,
+            function_log=work_dir / "logs" / "functions.log",
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) stop the runtime as Ctrl-C does: the `with` blocks unwind and clean up."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # Metrics have no local sink (no CloudWatch); their EMF lines would only interleave with the console.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _runtime_errors(*more: type[Exception]) -> tuple[type[Exception], ...]:
+    """The errors that mean the runtime could not start: shown as one line, not a traceback."""
+    from assetflow.local.emulators import EmulatorError
+    from assetflow.local.runtime import LocalRuntimeError
+
+    return (EmulatorError, LocalRuntimeError, LoadError, CatalogError, *more)
+
+
+def _log_to(path: Path) -> None:
+    """Send the runtime's own logs (pollers, launcher, emulators) to a file: the console shows progress."""
+    import logging
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    for noisy in ("botocore", "urllib3", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def cmd_dev_up(args: argparse.Namespace) -> int:
+    """Run the local runtime in the foreground until Ctrl-C or SIGTERM."""
+    from assetflow.local.runtime import LocalRuntime
+
+    options = _runtime_options(args, Path.cwd() / ".assetflow")
+    _log_to(options.work_dir / "logs" / "runtime.log")
+    runtime = LocalRuntime(options, observe=lambda line: print(f"  {line}", flush=True))
+    print(f"assetflow dev up: starting the local runtime ({options.launcher} launcher)...", flush=True)
+    with _stopped_by_signals():
+        try:
+            with runtime:
+                print(json.dumps(runtime.dev_config(), indent=2, sort_keys=True))
+                print(
+                    f"ready in {runtime.startup_seconds:.1f} s; wrote {runtime.dev_config_path}. "
+                    f"Logs are under {options.work_dir}/logs (functions.log, runtime.log, one file per job run). "
+                    "Ctrl-C stops everything.",
+                    flush=True,
+                )
+                runtime.wait()
+        except KeyboardInterrupt:
+            print("stopping...", flush=True)
+        except _runtime_errors() as exc:
+            raise CliError(str(exc)) from exc
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the example pipelines end to end on the local runtime."""
+    from assetflow.local.demo import DemoError, run_demo
+
+    work_dir = Path.cwd() / ".assetflow" / "demo"
+    shutil.rmtree(work_dir / "data", ignore_errors=True)  # each demo starts from fresh sample data
+    options = _runtime_options(args, work_dir)
+    _log_to(work_dir / "logs" / "runtime.log")
+    with _stopped_by_signals():
+        try:
+            return run_demo(options, timeout=args.timeout)
+        except KeyboardInterrupt:
+            print("\ninterrupted; everything the demo started is stopped", file=sys.stderr)
+            return 130
+        except _runtime_errors(DemoError) as exc:
+            raise CliError(str(exc)) from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command."""
     common = argparse.ArgumentParser(add_help=False)
@@ -541,10 +644,13 @@ def build_parser() -> argparse.ArgumentParser:
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
 
     def add(
-        name: str, handler: Callable[[argparse.Namespace], int], help_text: str
+        name: str,
+        handler: Callable[[argparse.Namespace], int],
+        help_text: str,
+        *parents: argparse.ArgumentParser,
     ) -> argparse.ArgumentParser:
         handlers[name] = handler
-        sub = commands.add_parser(name, parents=[common], help=help_text, description=help_text)
+        sub = commands.add_parser(name, parents=[common, *parents], help=help_text, description=help_text)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -607,6 +713,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quarantine = group("quarantine", "rejected messages")
     quarantine("list", cmd_quarantine_list, "rejected messages with their reasons", paged=True)
+
+    runtime_options = argparse.ArgumentParser(add_help=False)
+    runtime_options.add_argument(
+        "--launcher",
+        choices=("spark", "emr-api"),
+        default="spark",
+        help="spark: run jobs with local Spark (default); emr-api: only call the EMR Serverless API (moto)",
+    )
+    runtime_options.add_argument(
+        "--max-concurrent-runs", type=int, default=2, metavar="N", help="Spark jobs at once (default 2)"
+    )
+    runtime_options.add_argument("--api-port", type=int, metavar="PORT", help="the local HTTP API's port")
+    dev = commands.add_parser("dev", help="the local runtime", description="the local runtime")
+    dev_actions = dev.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up_text = "start the local runtime in the foreground and write .assetflow/dev.json"
+    up = dev_actions.add_parser("up", parents=[common, runtime_options], help=up_text, description=up_text)
+    up.set_defaults(handler=cmd_dev_up, command="dev up")
+    demo = add("demo", cmd_demo, "run the example pipelines end to end on the local runtime", runtime_options)
+    demo.add_argument(
+        "--timeout", type=float, default=900.0, metavar="SECONDS", help="give up after (default 900)"
+    )
     return parser
 
 

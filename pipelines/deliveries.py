@@ -40,6 +40,7 @@ partner_exports_job = Pipeline(
     schedule=curated_deliveries,
     job=SparkJob("spark_jobs/partner_exports.py"),
     outlets=[partner_exports],
+    max_active_runs=1,
 )
 
 partner_feed_audit = Pipeline(

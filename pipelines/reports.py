@@ -17,6 +17,7 @@ ops_dashboard = Pipeline(
     schedule=(curated_deliveries & readings_table) | dashboard_refresh,
     job=SparkJob("spark_jobs/ops_dashboard.py", spark_conf={"spark.sql.shuffle.partitions": "4"}),
     outlets=[ops_dashboard_table],
+    max_active_runs=1,
 )
 
 daily_report = Pipeline(
@@ -24,4 +25,5 @@ daily_report = Pipeline(
     schedule=AssetOrTimeSchedule("0 6 * * *", ops_dashboard_table, timezone="UTC"),
     job=SparkJob("spark_jobs/daily_report.py"),
     outlets=[daily_report_table],
+    max_active_runs=1,
 )

@@ -45,11 +45,13 @@ sensor_alerts = AssetAlias("sensor-alerts")
 daily_readings = Asset("s3://assetflow-demo/iot/daily", name="iot_daily")
 
 # The alert asset is added to the alias only when a reading crosses a threshold: conditional triggering.
+# One check at a time: readings that arrive meanwhile queue up and the next run takes them all together.
 sensor_check = Pipeline(
     id="sensor_check",
     schedule=sensor_readings,
     job=SparkJob("spark_jobs/sensor_check.py", arguments=["--max-temperature", "30"]),
     outlets=[readings_table, sensor_alerts],
+    max_active_runs=1,
 )
 
 sensor_daily_rollup = Pipeline(

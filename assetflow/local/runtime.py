@@ -1,0 +1,491 @@
+"""The local runtime: the whole system on one machine, no Docker and no AWS account (DESIGN §4).
+
+It starts the emulators, creates the catalog's resources as the stack would, and drives the same Lambda
+handlers with the same event shapes: pollers stand in for the event-source mappings, a Spark launcher for
+EMR Serverless job runs (reporting EventBridge-shaped state changes), a local server for API Gateway and a
+ticker for EventBridge Scheduler. Handlers are found by their Lambda handler names, as Lambda finds them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Literal, Self
+
+import boto3
+
+from assetflow.adapters.emr import EmrServerlessLauncher
+from assetflow.composition import Dependencies, Settings
+from assetflow.core.catalog import Catalog
+from assetflow.core.schedules import AssetOrTimeSchedule
+from assetflow.core.watchers import KafkaTopic
+from assetflow.loader import load_catalog
+from assetflow.local.api_server import LocalApiServer
+from assetflow.local.aws import LOCAL_AWS_ENV, LOCAL_CLIENT_CONFIG, LOCAL_CLIENT_KWARGS, LOCAL_REGION, client
+from assetflow.local.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBroker
+from assetflow.local.launcher import EmrApiLauncher, LocalSparkLauncher
+from assetflow.local.pollers import KafkaPoller, SqsPoller, StreamPoller, lambda_context
+from assetflow.local.resources import LocalResources, ResourceNames, provision
+from assetflow.local.ticker import ScheduleTicker
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Where `assetflow dev up` writes its connection details, relative to the working directory.
+DEV_CONFIG_NAME = "dev.json"
+
+#: The Lambda handler of each function, by the names the stack deploys them under.
+HANDLERS: Mapping[str, str] = {
+    "sqs-ingest": "functions.handle_sqs_messages.lambda_handler",
+    "kafka-ingest": "functions.handle_kafka_records.lambda_handler",
+    "evaluator": "functions.handle_asset_events.lambda_handler",
+    "run-state": "functions.handle_job_state.lambda_handler",
+    "schedule-tick": "functions.handle_schedule_tick.lambda_handler",
+    "api": "functions.handle_api.lambda_handler",
+}
+
+#: boto3's service-specific endpoint variables for the services the runtime emulates.
+_ENDPOINT_VARIABLES: Mapping[str, str] = {
+    "sqs": "AWS_ENDPOINT_URL_SQS",
+    "dynamodb": "AWS_ENDPOINT_URL_DYNAMODB",
+    "dynamodbstreams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
+    "s3": "AWS_ENDPOINT_URL_S3",
+    "events": "AWS_ENDPOINT_URL_EVENTBRIDGE",
+    "emr-serverless": "AWS_ENDPOINT_URL_EMR_SERVERLESS",
+}
+
+Launcher = Literal["spark", "emr-api"]
+
+
+class LocalRuntimeError(RuntimeError):
+    """The local runtime could not start, or was used before it started."""
+
+
+def resolve_handler(spec: str) -> Callable[..., Any]:
+    """Import ``package.module.function`` as Lambda does with a function's handler setting.
+
+    Raises:
+        LocalRuntimeError: the module or the function does not exist.
+    """
+    module_name, _, attribute = spec.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise LocalRuntimeError(
+            f"cannot import {module_name!r} for handler {spec!r}: {exc}; run from the repository root"
+        ) from exc
+    handler = getattr(module, attribute, None)
+    if not callable(handler):
+        raise LocalRuntimeError(f"{module_name!r} has no function {attribute!r}")
+    return handler  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeOptions:
+    """How to run: which definitions, where to keep state, which launcher, which ports (None: any free one)."""
+
+    pipelines: str = "pipelines"
+    work_dir: Path = Path(".assetflow")
+    repo_root: Path = REPO_ROOT
+    launcher: Launcher = "spark"
+    max_concurrent_runs: int = 2
+    dynamodb_port: int | None = None
+    moto_port: int | None = None
+    kafka_port: int | None = None
+    api_port: int | None = None
+    schedules: bool = True
+    names: ResourceNames = field(default_factory=ResourceNames)
+    #: Where the functions' JSON logs go (as CloudWatch Logs would hold them); None leaves them on stdout.
+    function_log: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.launcher not in ("spark", "emr-api"):
+            raise ValueError(f"launcher must be 'spark' or 'emr-api', not {self.launcher!r}")
+        if self.max_concurrent_runs < 1:
+            raise ValueError("max_concurrent_runs must be at least 1")
+
+
+class LocalRuntime:
+    """Everything of DESIGN §4 in this process and a few children; use it as a context manager.
+
+    ``observe`` receives one line for each notable thing (a run's state change, a dead-lettered batch),
+    for a console.
+    """
+
+    def __init__(
+        self, options: RuntimeOptions | None = None, *, observe: Callable[[str], None] | None = None
+    ):
+        self.options = options or RuntimeOptions()
+        self._observe = observe or (lambda line: None)
+        self.work_dir = self.options.work_dir.resolve()
+        self.token = secrets.token_urlsafe(32)
+        self.catalog: Catalog | None = None
+        self.resources: LocalResources | None = None
+        self.dynamodb: DynamoDbLocal | None = None
+        self.moto: MotoServer | None = None
+        self.kafka: TansuBroker | None = None
+        self.deps: Dependencies | None = None
+        self.launcher: Any = None
+        self.api: Any = None
+        self.pollers: list[Any] = []
+        self.ticker: ScheduleTicker | None = None
+        self._function_log: IO[str] | None = None
+        self._stopped = threading.Event()
+        self._started = False
+        self.startup_seconds: float | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start the emulators, create the resources, start pollers, launcher, API and ticker; write dev.json.
+
+        On any failure everything started so far is stopped before the error propagates.
+
+        Raises:
+            LoadError, CatalogError: the definitions do not load.
+            EmulatorError: an emulator is missing or does not start.
+            LocalRuntimeError: a handler cannot be found.
+        """
+        began = time.monotonic()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        self._started = True
+        self.startup_seconds = time.monotonic() - began
+        logger.info("local runtime ready", extra={"seconds": round(self.startup_seconds, 2)})
+        return self
+
+    def _start(self) -> None:
+        options = self.options
+        self.catalog = load_catalog(options.pipelines)
+        logs = self.work_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        handlers = {name: resolve_handler(spec) for name, spec in HANDLERS.items()}
+        self._redirect_function_logs(handlers)
+        has_kafka = any(isinstance(w.source, KafkaTopic) for w, _asset in self.catalog.watchers.values())
+        self.dynamodb = DynamoDbLocal(port=options.dynamodb_port, log_dir=logs)
+        self.moto = MotoServer(port=options.moto_port, log_dir=logs)
+        self.kafka = TansuBroker(port=options.kafka_port, log_dir=logs) if has_kafka else None
+        emulators: list[Emulator] = [e for e in (self.dynamodb, self.moto, self.kafka) if e is not None]
+        # Started from this thread, one after the other: a child's "die with the parent" signal is tied to
+        # the thread that started it, so a pool's short-lived threads would take the emulators with them.
+        for emulator in emulators:
+            emulator.start()
+        self.resources = provision(
+            self.catalog,
+            dynamodb_endpoint=self.dynamodb.endpoint,
+            moto_endpoint=self.moto.endpoint,
+            kafka=self.kafka,
+            work_dir=self.work_dir,
+            names=options.names,
+            repo_root=options.repo_root,
+        )
+        self.launcher = self._build_launcher(self.resources, self.dynamodb.endpoint)
+        self.deps = deps = self._dependencies(launcher=self.launcher)
+        self._warm(deps)
+        self.launcher.report = self._invoker(handlers["run-state"], "run-state", deps, self._job_state)
+        self._start_pollers(handlers, self.resources, deps)
+        self.api = LocalApiServer(
+            handler=self._invoker(handlers["api"], "api", deps), token=self.token, port=options.api_port or 0
+        )
+        self.api.start()
+        if options.schedules:
+            schedules = {
+                pid: p.schedule
+                for pid, p in self.catalog.pipelines.items()
+                if isinstance(p.schedule, AssetOrTimeSchedule)
+            }
+            self.ticker = ScheduleTicker(
+                schedules, self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
+            )
+            self.ticker.start()
+        self.write_dev_config()
+
+    def stop(self) -> None:
+        """Stop everything this runtime started, newest first, and remove dev.json; idempotent."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        with contextlib.suppress(FileNotFoundError):
+            self.dev_config_path.unlink()
+        steps: list[tuple[str, Callable[[], None]]] = []
+        if self.ticker is not None:
+            steps.append(("ticker", self.ticker.stop))
+        if self.api is not None:
+            steps.append(("api", self.api.stop))
+        steps += [(getattr(p, "name", "poller"), p.stop) for p in reversed(self.pollers)]
+        if self.launcher is not None:
+            steps.append(("launcher", self.launcher.close))
+        steps += [(e.name, e.stop) for e in (self.kafka, self.moto, self.dynamodb) if e is not None]
+        for name, step in steps:
+            try:
+                step()
+            except Exception:
+                logger.exception("stopping failed", extra={"part": name})
+        if self._function_log is not None:
+            self._function_log.close()
+            self._function_log = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def wait(self) -> None:
+        """Block until `stop()` is called (from a signal handler or another thread)."""
+        while not self._stopped.wait(0.5):
+            pass
+
+    # ---- what users connect to -----------------------------------------------------------------------
+
+    @property
+    def dev_config_path(self) -> Path:
+        """``.assetflow/dev.json`` under the working directory."""
+        return self.work_dir / DEV_CONFIG_NAME
+
+    def endpoints(self) -> dict[str, str]:
+        """Each emulated service's endpoint (Kafka as host:port)."""
+        if self.dynamodb is None or self.moto is None:
+            raise LocalRuntimeError("the runtime is not started")
+        endpoints = {
+            "sqs": self.moto.endpoint,
+            "dynamodb": self.dynamodb.endpoint,
+            "dynamodbstreams": self.dynamodb.endpoint,
+            "s3": self.moto.endpoint,
+            "events": self.moto.endpoint,
+            "emr-serverless": self.moto.endpoint,
+        }
+        if self.kafka is not None:
+            endpoints["kafka"] = self.kafka.bootstrap_servers
+        return endpoints
+
+    def dev_config(self) -> dict[str, Any]:
+        """The document of `.assetflow/dev.json` (DESIGN §5), with the resources' names added."""
+        endpoints = self.endpoints()
+        env = dict(LOCAL_AWS_ENV)
+        env |= {variable: endpoints[service] for service, variable in _ENDPOINT_VARIABLES.items()}
+        if self.resources is not None:
+            env["ASSETFLOW_TABLE"] = self.resources.table
+        document: dict[str, Any] = {
+            "endpoints": {k: v for k, v in endpoints.items() if k != "dynamodbstreams"},
+            "api": {"url": self.api.url if self.api is not None else None, "token": self.token},
+            "env": env,
+            "launcher": self.options.launcher,
+            "pid": os.getpid(),
+        }
+        if self.resources is not None:
+            document |= self.resources.to_json()
+        document["logs"] = str(self.work_dir / "logs")
+        return document
+
+    def write_dev_config(self) -> Path:
+        """Write dev.json readable by its owner only (it holds the API token); returns its path."""
+        path = self.dev_config_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            json.dump(self.dev_config(), handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        temporary.replace(path)
+        return path
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for an emulated service."""
+        return client(service, self.endpoints()[service])
+
+    # ---- state for progress displays and tests -------------------------------------------------------
+
+    def idle(self) -> bool:
+        """No poller has work in hand and no job is queued or running."""
+        busy_jobs = 0
+        if self.launcher is not None:
+            stats = self.launcher.stats()
+            busy_jobs = stats.get("queued", 0) + stats.get("running", 0)
+        return busy_jobs == 0 and all(p.idle for p in self.pollers)
+
+    # ---- wiring --------------------------------------------------------------------------------------
+
+    def _settings(self, watcher: str | None = None) -> Settings:
+        r = self.resources
+        if r is None:
+            raise LocalRuntimeError("the runtime has no resources yet")
+        return Settings(
+            table_name=r.table,
+            catalog_path=str(r.catalog_path),
+            event_bus_name=r.event_bus,
+            runs_bucket=r.runs_bucket,
+            emr_application_id=r.emr_application_id,
+            emr_job_role_arn=r.job_role_arn,
+            region=LOCAL_REGION,
+            path_map=dict(r.path_map),
+            watcher_name=watcher,
+        )
+
+    def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Dependencies:
+        endpoints = {k: v for k, v in self.endpoints().items() if k != "kafka"}
+        return Dependencies(
+            self._settings(watcher),
+            session=boto3.session.Session(**LOCAL_CLIENT_KWARGS),
+            launcher=launcher,
+            endpoints=endpoints,
+            config=LOCAL_CLIENT_CONFIG,
+        )
+
+    @staticmethod
+    def _warm(deps: Dependencies) -> None:
+        # Build the cached parts before threads share them (a cached_property is not built under a lock).
+        for part in ("catalog", "store", "bus", "launcher", "evaluator", "run_states"):
+            getattr(deps, part)
+
+    def _build_launcher(self, r: LocalResources, dynamodb_endpoint: str) -> Any:
+        emr = EmrServerlessLauncher(
+            emr_client=self.client("emr-serverless"),
+            s3_client=self.client("s3"),
+            application_id=r.emr_application_id,
+            execution_role_arn=r.job_role_arn,
+            runs_bucket=r.runs_bucket,
+            events_table=r.table,
+            region=LOCAL_REGION,
+            path_map=r.path_map,
+            events_endpoint_url=dynamodb_endpoint,
+        )
+        if self.options.launcher == "emr-api":
+            return EmrApiLauncher(emr=emr, emr_client=self.client("emr-serverless"))
+        return LocalSparkLauncher(
+            emr=emr,
+            repo_root=self.options.repo_root,
+            work_dir=self.work_dir,
+            job_env=self._job_env(),
+            max_concurrent=self.options.max_concurrent_runs,
+            master=f"local[{max(1, min(2, os.cpu_count() or 1))}]",
+        )
+
+    def _job_env(self) -> dict[str, str]:
+        # The job talks to the emulators as a job on EMR talks to AWS: S3 for its context and outlet
+        # metadata, DynamoDB for inlet events. The user's profile and real credentials are left out.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYSPARK_"))}
+        env |= dict(LOCAL_AWS_ENV)
+        endpoints = self.endpoints()
+        env |= {variable: endpoints[service] for service, variable in _ENDPOINT_VARIABLES.items()}
+        return env
+
+    def _invoker(
+        self,
+        handler: Callable[..., Any],
+        function: str,
+        deps: Dependencies,
+        after: Callable[[dict[str, Any], Any], None] | None = None,
+    ) -> Callable[..., Any]:
+        def invoke(event: dict[str, Any], context: Any = None) -> Any:
+            response = handler(event, context or lambda_context(f"assetflow-local-{function}"), deps=deps)
+            if after is not None:
+                after(event, response)
+            return response
+
+        return invoke
+
+    def _job_state(self, event: dict[str, Any], response: Any) -> None:
+        detail = event.get("detail") or {}
+        if isinstance(response, dict) and response.get("run_id"):
+            self._observe(
+                f"run {response['run_id']} {str(detail.get('state', '')).lower()}"
+                + (f" ({detail.get('stateDetails')})" if detail.get("stateDetails") else "")
+            )
+
+    def _failure_sink(self, url: str, function: str) -> Callable[[dict[str, Any]], None]:
+        sqs = self.client("sqs")
+
+        def send(record: dict[str, Any]) -> None:
+            sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record, default=str))
+            self._observe(f"{function}: a batch failed its retries and went to {url.rsplit('/', 1)[-1]}")
+
+        return send
+
+    def _start_pollers(
+        self, handlers: Mapping[str, Callable[..., Any]], r: LocalResources, evaluator_deps: Dependencies
+    ) -> None:
+        sqs = self.client("sqs")
+        for watcher, queue in r.queues.items():
+            deps = self._dependencies(watcher=watcher)
+            deps.messages  # noqa: B018 - a bad schema fails here, at start, rather than per batch
+            self.pollers.append(
+                SqsPoller(
+                    name=f"sqs:{watcher}",
+                    sqs=sqs,
+                    queue_url=queue.url,
+                    queue_arn=queue.arn,
+                    handler=self._invoker(handlers["sqs-ingest"], f"ingest-{watcher}", deps),
+                    function_name=f"assetflow-local-ingest-{watcher}",
+                    batch_size=queue.batch_size,
+                )
+            )
+        for watcher, topic in r.topics.items():
+            deps = self._dependencies(watcher=watcher)
+            deps.messages  # noqa: B018
+            self.pollers.append(
+                KafkaPoller(
+                    name=f"kafka:{watcher}",
+                    bootstrap_servers=self.endpoints()["kafka"],
+                    topics=[topic.topic],
+                    group_id=topic.group_id,
+                    handler=self._invoker(handlers["kafka-ingest"], f"ingest-{watcher}", deps),
+                    function_name=f"assetflow-local-ingest-{watcher}",
+                    event_source=topic.event_source,
+                    event_source_arn=topic.event_source_arn,
+                    batch_size=topic.batch_size,
+                    on_failure=self._failure_sink(r.failure_queues["kafka-ingest"], "kafka-ingest"),
+                    # The runtime creates its topics empty, so reading from their start is reading from
+                    # when the mapping was created, which is what LATEST means on AWS.
+                    starting_position="TRIM_HORIZON",
+                )
+            )
+        self.pollers.append(
+            StreamPoller(
+                name="stream:evaluator",
+                streams=self.client("dynamodbstreams"),
+                stream_arn=r.stream_arn,
+                handler=self._invoker(handlers["evaluator"], "evaluator", evaluator_deps),
+                function_name="assetflow-local-evaluator",
+                on_failure=self._failure_sink(r.failure_queues["evaluator"], "evaluator"),
+            )
+        )
+        for poller in self.pollers:
+            poller.start()
+
+    def _redirect_function_logs(self, handlers: Mapping[str, Callable[..., Any]]) -> None:
+        # Powertools loggers write JSON lines to stdout, as Lambda's runtime hands them to CloudWatch Logs;
+        # locally they go to one file, so that a console shows progress rather than every record's log.
+        if self.options.function_log is None:
+            return
+        self.options.function_log.parent.mkdir(parents=True, exist_ok=True)
+        self._function_log = self.options.function_log.open("a", encoding="utf-8")
+        for handler in handlers.values():
+            module = importlib.import_module(handler.__module__)
+            powertools_logger = getattr(module, "logger", None)
+            registered = getattr(powertools_logger, "registered_handler", None)
+            if isinstance(registered, logging.StreamHandler):
+                registered.setStream(self._function_log)
+
+
+@contextlib.contextmanager
+def running(options: RuntimeOptions | None = None, **kwargs: Any) -> Iterator[LocalRuntime]:
+    """Start a runtime for the block and stop it afterwards."""
+    runtime = LocalRuntime(options, **kwargs)
+    with runtime:
+        yield runtime

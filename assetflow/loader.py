@@ -16,6 +16,7 @@ from assetflow.core.catalog import Catalog, Definition
 from assetflow.core.conditions import Asset
 from assetflow.core.errors import AssetflowError
 from assetflow.core.pipeline import Pipeline
+from assetflow.core.uri import AssetUriError
 
 
 class LoadError(AssetflowError):
@@ -74,6 +75,9 @@ def _load_file(path: Path) -> ModuleType:
 
 def _user_frames(exc: BaseException, path: Path) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(str(path.parent))]
+    if any(isinstance(e, AssetUriError) for e in (exc, exc.__cause__, exc.__context__)):
+        # The failing source line would show the URI as written, password included: name the place only.
+        return "\n".join(f'  File "{f.filename}", line {f.lineno}, in {f.name}' for f in frames[-3:])
     return "".join(traceback.format_list(frames[-3:])).rstrip()
 
 

@@ -41,7 +41,9 @@ def lambda_handler(
         detail.get("state"),
     )
     if not (isinstance(job_run_id, str) and job_run_id and isinstance(state, str) and state):
-        raise ValueError(f"job run state change without jobRunId or state: {detail!r}")
+        keys = sorted(detail) if isinstance(detail, dict) else type(detail).__name__
+        # The keys only: Lambda logs an uncaught error's message, and the detail is not ours to log.
+        raise ValueError(f"job run state change without jobRunId or state (detail keys: {keys})")
     expected = resolved.settings.emr_application_id
     if expected and application_id != expected:
         logger.info(

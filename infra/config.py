@@ -42,8 +42,10 @@ class KafkaClusterConfig:
     """A Kafka cluster and how Lambda authenticates to it.
 
     An MSK cluster (``msk_cluster_arn``) uses IAM authentication unless ``secret_arn`` names a SASL/SCRAM
-    secret. A self-managed cluster (``bootstrap_servers``) needs ``secret_arn`` (reached over the internet)
-    or ``vpc`` (reached inside a VPC), or both.
+    secret; MSK serves both only over TLS. A self-managed cluster (``bootstrap_servers``) needs ``secret_arn``,
+    the secret of ``authentication``: Lambda speaks SASL (SCRAM or PLAIN) only over TLS and mutual TLS is TLS,
+    while a mapping without an authentication method would read the topic in plain text. ``vpc`` adds the
+    network access of a cluster reached inside a VPC; ``root_ca_secret_arn`` names the brokers' private CA.
     """
 
     msk_cluster_arn: str | None = None
@@ -56,9 +58,11 @@ class KafkaClusterConfig:
     def __post_init__(self) -> None:
         if (self.msk_cluster_arn is None) == (not self.bootstrap_servers):
             raise ConfigError("KafkaClusterConfig: give exactly one of msk_cluster_arn and bootstrap_servers")
-        if self.bootstrap_servers and self.secret_arn is None and self.vpc is None:
+        if self.bootstrap_servers and self.secret_arn is None:
             raise ConfigError(
-                "KafkaClusterConfig: a self-managed cluster needs secret_arn (internet) or vpc (inside a VPC)"
+                "KafkaClusterConfig: a self-managed cluster needs secret_arn (its SASL/SCRAM, SASL/PLAIN or "
+                "client-certificate secret): without authentication Lambda reads the topic over plain text, "
+                "never TLS; add vpc as well for brokers inside a VPC"
             )
         if self.msk_cluster_arn is not None and self.vpc is not None:
             raise ConfigError("KafkaClusterConfig: MSK clusters bring their own network settings; drop vpc")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -16,8 +17,32 @@ TTL_ATTRIBUTE = "expires_at"
 EVENT_SORT_KEY_PREFIX = "EVENT#"
 
 
+def deny_insecure_transport(service: str) -> iam.PolicyDocument:
+    """A resource policy refusing every request to the resource that does not come over TLS.
+
+    DynamoDB still answers plain HTTP on its regional endpoints; the policy makes such a request fail
+    whoever signs it. ``Resource: "*"`` is the resource the policy is attached to (CloudFormation cannot name
+    a table's own ARN in its policy).
+    """
+    return iam.PolicyDocument(
+        statements=[
+            iam.PolicyStatement(
+                sid="DenyInsecureTransport",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=[f"{service}:*"],
+                resources=["*"],
+                conditions={"Bool": {"aws:SecureTransport": "false"}},
+            )
+        ]
+    )
+
+
 class EventStore(Construct):
-    """One table with string keys ``pk``/``sk``, a NEW_IMAGE stream, TTL, PITR and a customer-managed key."""
+    """One table with string keys ``pk``/``sk``, a NEW_IMAGE stream, TTL, PITR and a customer-managed key.
+
+    The table and its stream both refuse requests made without TLS (resource policies).
+    """
 
     def __init__(
         self, scope: Construct, construct_id: str, *, key: kms.IKey, removal_policy: RemovalPolicy
@@ -38,6 +63,17 @@ class EventStore(Construct):
             ),
             deletion_protection=removal_policy != RemovalPolicy.DESTROY,
             removal_policy=removal_policy,
+            resource_policy=deny_insecure_transport("dynamodb"),
+        )
+        # The stream has a policy of its own; Table exposes none, so it is set on the CloudFormation resource.
+        cfn_table = self.table.node.default_child
+        if not isinstance(cfn_table, dynamodb.CfnTable):
+            raise TypeError(f"{self.table.node.path} has no CfnTable")
+        cfn_table.stream_specification = dynamodb.CfnTable.StreamSpecificationProperty(
+            stream_view_type=dynamodb.StreamViewType.NEW_IMAGE.value,
+            resource_policy=dynamodb.CfnTable.ResourcePolicyProperty(
+                policy_document=deny_insecure_transport("dynamodb")
+            ),
         )
         # The indexes the store queries, taken from the store itself so the two never drift apart.
         for index in table_definition()["GlobalSecondaryIndexes"]:

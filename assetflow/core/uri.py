@@ -7,6 +7,7 @@ import string
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass
+from typing import NoReturn
 from urllib.parse import SplitResult
 
 from assetflow.core.errors import DefinitionError
@@ -152,6 +153,8 @@ def normalize_uri(uri: str) -> str:
         raise AssetUriError(
             "an asset URI must not be empty; give it a URI such as 's3://bucket/key' or a name"
         )
+    if "://" in uri and _without_userinfo(uri) != uri:
+        _refuse_userinfo(uri)  # first: whatever else is wrong, credentials are the problem to report
     _check_ascii(uri)
     if uri.isspace():
         raise AssetUriError(
@@ -171,21 +174,17 @@ def normalize_uri(uri: str) -> str:
     scheme = parts.scheme  # urlsplit has already lower-cased it
     if not scheme:
         return uri
+    # Before the x- shortcut: "no semantic checks" never means credentials may be stored in clear text.
+    if "@" in parts.netloc:
+        _refuse_userinfo(uri)
     if scheme.startswith("x-"):
         return _with_scheme(uri, scheme)
     if scheme in _RESERVED_SCHEMES:
-        suggestion = _with_scheme(_without_userinfo(uri), "x-" + scheme)
+        suggestion = _with_scheme(uri, "x-" + scheme)
         raise _error(
             uri,
             f"the scheme {scheme!r} is reserved",
             f"use a scheme of your own with the 'x-' prefix, e.g. {suggestion!r}",
-        )
-    if "@" in parts.netloc:
-        raise _error(
-            uri,
-            "it contains userinfo (a user name or password before '@'); credentials must never be part "
-            "of an asset URI, which is stored and shown in clear text",
-            f"remove the userinfo, e.g. {_without_userinfo(uri)!r}, and keep credentials in a secret store",
         )
     host, port = _split_authority(uri, parts.netloc)
 
@@ -210,12 +209,21 @@ def normalize_uri(uri: str) -> str:
     return normalized
 
 
+def _refuse_userinfo(uri: str) -> NoReturn:
+    raise _error(
+        uri,
+        "it contains userinfo (a user name or password before '@'); credentials must never be part "
+        "of an asset URI, which is stored and shown in clear text",
+        f"remove the userinfo, e.g. {_without_userinfo(uri)!r}, and keep credentials in a secret store",
+    )
+
+
 def _check_ascii(uri: str) -> None:
     if uri.isascii():
         return
     position, char = next((i, c) for i, c in enumerate(uri) if not c.isascii())
     encoded = _percent_encode(char)
-    whole = _percent_encode(uri)
+    whole = _percent_encode(_without_userinfo(uri, "***@"))  # the fix must not echo a password either
     if encoded is None or whole is None:
         fix = "remove it; it cannot be encoded as UTF-8"
     else:

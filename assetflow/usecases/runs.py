@@ -227,7 +227,10 @@ class RunStates:
             return None
         except NotFoundError:
             return None
-        logger.warning("job run id recovered from the job's tags", extra={**context, "run_id": run_id})
+        # Routine for an early state (the submitter records the id a moment later); a sign of a crashed
+        # submitter for a final one.
+        level = logging.INFO if new.active else logging.WARNING
+        logger.log(level, "job run id recovered from the job's tags", extra={**context, "run_id": run_id})
         return run_id
 
     def _emit_outlets(self, run: Run, result: StateChange) -> None:

@@ -42,7 +42,7 @@ def test_data_locations_must_be_plain_s3_prefixes() -> None:
     assert split_location("s3://bucket/") == ("bucket", "")
 
 
-def test_a_self_managed_cluster_needs_a_secret_or_a_vpc() -> None:
+def test_a_self_managed_cluster_needs_a_secret() -> None:
     with pytest.raises(ConfigError, match="secret_arn"):
         KafkaClusterConfig(bootstrap_servers=("b-1:9092",))
     with pytest.raises(ConfigError, match="exactly one"):

@@ -17,6 +17,7 @@ from botocore.config import Config
 
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.eventbridge import EventBridgeBus
+from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.core.catalog import Catalog
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.ports import ListenerBus, NullBus
@@ -121,6 +122,16 @@ class Dependencies:
     def store(self) -> DynamoDbStore:
         """The DynamoDB store."""
         return DynamoDbStore(self.client("dynamodb"), self.settings.table_name)
+
+    @cached_property
+    def extras(self) -> S3ExtrasStore | None:
+        """Where ingest and the API keep extras over the inline limit (``extras/`` of RUNS_BUCKET).
+
+        None without RUNS_BUCKET: extras then stay inline up to the old limits, and larger ones are refused.
+        """
+        if not self.settings.runs_bucket:
+            return None
+        return S3ExtrasStore(self.client("s3"), self.settings.runs_bucket)
 
     @cached_property
     def bus(self) -> ListenerBus:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from assetflow_job.context import RunContext, load_context, run
 from assetflow_job.errors import (
     AssetflowJobError,
+    ExtraReferenceError,
     RunContextError,
     UndeclaredInletError,
     UndeclaredOutletError,
 )
 from assetflow_job.events import AssetEvent
+from assetflow_job.extras import ExtraResolver
 from assetflow_job.inlets import DynamoDbEventReader, EventReader, LazyAssetEvents
 from assetflow_job.refs import AliasRef, AssetRef, Metadata
 
@@ -20,6 +22,8 @@ __all__ = [
     "AssetflowJobError",
     "DynamoDbEventReader",
     "EventReader",
+    "ExtraReferenceError",
+    "ExtraResolver",
     "LazyAssetEvents",
     "Metadata",
     "RunContext",

@@ -12,6 +12,7 @@ from typing import Any
 
 from assetflow_job.errors import RunContextError
 from assetflow_job.events import AssetEvent, parse_timestamp
+from assetflow_job.extras import ExtraResolver, ResolvingEventReader
 from assetflow_job.inlets import DynamoDbEventReader, EventReader, InletEventAccessors
 from assetflow_job.outlets import OutletEventAccessors
 from assetflow_job.refs import AliasRef, AssetRef, Metadata, asset_uri
@@ -76,7 +77,7 @@ def _declared(entries: Any, field: str) -> tuple[list[str], list[str]]:
     return assets, aliases
 
 
-def _triggering_events(raw: Any) -> dict[str, list[AssetEvent]]:
+def _triggering_events(raw: Any, extras: ExtraResolver) -> dict[str, list[AssetEvent]]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -89,6 +90,7 @@ def _triggering_events(raw: Any) -> dict[str, list[AssetEvent]]:
             parsed = [AssetEvent.from_dict(item, asset=uri) for item in items]
         except ValueError as exc:
             raise RunContextError(f"bad triggering event of {uri!r}: {exc}") from exc
+        parsed = [extras.event(event) for event in parsed]
         events[uri] = sorted(parsed, key=lambda event: event.sort_key)
     return events
 
@@ -106,6 +108,10 @@ def _path_map(raw: Any) -> list[tuple[str, str]]:
 
 class RunContext:
     """What a running job knows: its run, the events that triggered it, its inlets and its outlets.
+
+    Extras that ingest or the API stored by reference are resolved: each event's ``extra`` is the whole
+    extra, read from S3 and checked against the reference's size and SHA-256 (``ExtraReferenceError``
+    otherwise), when the context loads for triggering events and page by page for inlet events.
 
     Attributes:
         run_id: the run's id.
@@ -130,6 +136,7 @@ class RunContext:
         args: Sequence[str] = (),
         context_uri: str | None = None,
         event_reader: EventReader | None = None,
+        s3_client: Any = None,
     ) -> None:
         if not isinstance(document, Mapping):
             raise RunContextError("the run context must be a JSON object")
@@ -162,7 +169,10 @@ class RunContext:
         self.args: list[str] = list(args)
         self.context_uri = context_uri
         self.outlet_metadata_uri: str = metadata_uri
-        self.triggering_asset_events = _triggering_events(document.get("triggering_asset_events"))
+        self._extras = ExtraResolver(s3_client)
+        self.triggering_asset_events = _triggering_events(
+            document.get("triggering_asset_events"), self._extras
+        )
         outlet_assets, outlet_aliases = _declared(document.get("outlets"), "outlets")
         inlet_assets, inlet_aliases = _declared(document.get("inlets"), "inlets")
         self.outlets = [AssetRef(u) for u in outlet_assets] + [AliasRef(n) for n in outlet_aliases]
@@ -174,15 +184,17 @@ class RunContext:
         self._path_map = _path_map(document.get("path_map"))
 
     def _reader(self) -> EventReader:
-        if self._event_reader is not None:
-            return self._event_reader
-        table = self._events_table
-        if not isinstance(table, Mapping) or not table.get("name"):
-            raise RunContextError("the run context names no 'events_table', so inlet_events cannot be read")
-        self._event_reader = DynamoDbEventReader(
-            table["name"], region=table.get("region"), endpoint=table.get("endpoint_url")
-        )
-        return self._event_reader
+        reader = self._event_reader
+        if reader is None:
+            table = self._events_table
+            if not isinstance(table, Mapping) or not table.get("name"):
+                raise RunContextError(
+                    "the run context names no 'events_table', so inlet_events cannot be read"
+                )
+            reader = DynamoDbEventReader(
+                table["name"], region=table.get("region"), endpoint=table.get("endpoint_url")
+            )
+        return ResolvingEventReader(reader, self._extras)
 
     def path(self, uri: object) -> str:
         """Return where the job reads or writes ``uri``: the context's ``path_map`` applied, else ``uri``.
@@ -245,7 +257,9 @@ def load_context(
         document = json.loads(text)
     except ValueError as exc:
         raise RunContextError(f"the run context at {context_uri!r} is not JSON: {exc}") from exc
-    return RunContext(document, args=args, context_uri=context_uri, event_reader=event_reader)
+    return RunContext(
+        document, args=args, context_uri=context_uri, event_reader=event_reader, s3_client=s3_client
+    )
 
 
 class Run:

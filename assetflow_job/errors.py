@@ -17,3 +17,7 @@ class UndeclaredOutletError(AssetflowJobError, LookupError):
 
 class UndeclaredInletError(AssetflowJobError, LookupError):
     """The job read inlet events of something that is not one of the pipeline's inlet assets."""
+
+
+class ExtraReferenceError(AssetflowJobError):
+    """An event's extra is stored by reference, and the object is missing or not the one referenced."""

@@ -69,8 +69,8 @@ def local_path(uri: str) -> str:
     return uri
 
 
-def read_text(uri: str, *, s3_client: Any = None) -> str:
-    """Read a UTF-8 text object.
+def read_bytes(uri: str, *, s3_client: Any = None) -> bytes:
+    """Read an object's bytes.
 
     Raises:
         FileNotFoundError: for a missing local file; botocore's ClientError for a missing S3 object.
@@ -80,9 +80,19 @@ def read_text(uri: str, *, s3_client: Any = None) -> str:
         bucket, key = split_s3_uri(uri)
         client = s3_client or boto3_client("s3", endpoint=endpoint_url("S3"))
         body: bytes = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        return body.decode("utf-8")
-    with open(local_path(uri), encoding="utf-8") as handle:
+        return body
+    with open(local_path(uri), "rb") as handle:
         return handle.read()
+
+
+def read_text(uri: str, *, s3_client: Any = None) -> str:
+    """Read a UTF-8 text object.
+
+    Raises:
+        FileNotFoundError: for a missing local file; botocore's ClientError for a missing S3 object.
+
+    """
+    return read_bytes(uri, s3_client=s3_client).decode("utf-8")
 
 
 def write_text(uri: str, text: str, *, s3_client: Any = None, content_type: str = "application/json") -> None:

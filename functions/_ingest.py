@@ -8,6 +8,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.adapters.messages import Accepted, Quarantined, store_outcome
 
 
@@ -19,18 +20,23 @@ def store_and_report(
     logger: Logger,
     metrics: Metrics,
     noun: str,
+    extras: S3ExtrasStore | None = None,
 ) -> None:
-    """Store an event or a quarantine record once, log it, and count new quarantines.
+    """Store an event (its extra first, when it goes by reference) or a quarantine record once, and report it.
 
     Raises:
-        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store failed; the
-            handler fails the message so that it comes back.
+        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store (or S3, for an
+            extra stored by reference) failed; the handler fails the message so that it comes back.
     """
-    created = store_outcome(store, outcome, now=now)
+    created = store_outcome(store, outcome, now=now, extras=extras)
     if isinstance(outcome, Accepted):
+        facts = {"watcher": outcome.watcher, "event_id": outcome.event.id, "identity": outcome.identity}
+        if outcome.detached is not None:
+            facts["extra_uri"] = outcome.detached.ref.uri
+            facts["extra_bytes"] = outcome.detached.ref.size
         logger.info(
             f"{noun} stored as an event" if created else f"redelivered {noun}: its event exists already",
-            extra={"watcher": outcome.watcher, "event_id": outcome.event.id, "identity": outcome.identity},
+            extra=facts,
         )
         return
     # The reason may quote the payload; it is kept in the quarantine record, not in the logs.

@@ -16,6 +16,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError as Rout
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.composition import Dependencies, dependencies, utc_now
 from assetflow.core.errors import ConflictError, NotFoundError, StoreUnavailableError
 from assetflow.usecases import views
@@ -58,6 +59,11 @@ def error_response(
 
 def _deps() -> Dependencies:
     return app.context["deps"]  # type: ignore[no-any-return]
+
+
+def _extras() -> S3ExtrasStore | None:
+    # Injected dependencies without an extras store (a composition from before it) keep the inline limits.
+    return getattr(_deps(), "extras", None)
 
 
 def _request_context() -> dict[str, Any]:
@@ -104,18 +110,18 @@ def query(allowed: frozenset[str]) -> dict[str, str]:
     return found
 
 
-def body() -> bytes:
-    """The raw request body (base64-decoded when API Gateway encoded it), refused early when too large.
+def body(limit: int = views.MAX_BODY_BYTES) -> bytes | str:
+    """The request body (base64-decoded when API Gateway encoded it), refused early when over ``limit``.
 
     Raises:
-        PayloadTooLargeError: the body is over ``views.MAX_BODY_BYTES``.
+        PayloadTooLargeError: the body is over ``limit`` bytes.
         RequestError: an undecodable base64 body.
     """
     text = app.current_event.body or ""
     if not app.current_event.is_base64_encoded:
-        return text.encode()
-    if len(text) > (views.MAX_BODY_BYTES // 3 + 1) * 4:
-        raise views.PayloadTooLargeError(f"the body is over the limit of {views.MAX_BODY_BYTES} bytes")
+        return text
+    if len(text) > (limit // 3 + 1) * 4:
+        raise views.PayloadTooLargeError(f"the body is over the limit of {limit} bytes")
     try:
         return base64.b64decode(text, validate=True)
     except binascii.Error as exc:
@@ -137,7 +143,11 @@ def _page_args(params: dict[str, str]) -> dict[str, Any]:
 def post_asset_event() -> Response[Any]:
     """Create an asset event: 201 with the event (the same event again for a replayed Idempotency-Key)."""
     query(frozenset())
-    request = views.parse_emit_request(views.parse_body(body()))
+    extras = _extras()
+    limit = views.MAX_BODY_BYTES if extras is None else views.MAX_BODY_BYTES_BY_REFERENCE
+    request = views.parse_emit_request(
+        views.parse_body(body(limit), limit=limit), by_reference=extras is not None
+    )
     key = app.current_event.headers.get("idempotency-key")
     deps = _deps()
     result = views.emit_event(
@@ -148,6 +158,7 @@ def post_asset_event() -> Response[Any]:
         request_id=_request_id(),
         now=utc_now(),
         idempotency_key=key,
+        extras=extras,
     )
     headers: dict[str, str] = {}
     if result.warning:

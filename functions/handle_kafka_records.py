@@ -38,12 +38,15 @@ def ingest_record(record: KafkaEventRecord, source: KafkaSource, deps: Dependenc
     """Store one record as an event (once per cluster/topic/partition/offset) or quarantine it.
 
     Raises:
-        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store failed; the batch
-            is retried (records already stored are recognised by their identity and not stored twice).
+        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store (or S3, for an
+            extra stored by reference) failed; the batch is retried (records already stored are recognised
+            by their identity and not stored twice).
     """
     now = utc_now()
-    outcome = deps.messages.from_kafka(record.raw_event, source=source, now=now)
-    store_and_report(outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="record")
+    outcome = deps.messages.from_kafka(record.raw_event, source=source, now=now, extras=deps.extras)
+    store_and_report(
+        outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="record", extras=deps.extras
+    )
 
 
 @logger.inject_lambda_context

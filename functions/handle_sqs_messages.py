@@ -37,12 +37,15 @@ def ingest_message(record: SQSRecord, deps: Dependencies) -> None:
     """Store one message as an event (once per message id) or quarantine it; either way it is acknowledged.
 
     Raises:
-        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store failed; only this
-            message fails, and SQS delivers it again after its visibility timeout (then to the DLQ).
+        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store (or S3, for an
+            extra stored by reference) failed; only this message fails, and SQS delivers it again after its
+            visibility timeout (then to the DLQ).
     """
     now = utc_now()
-    outcome = deps.messages.from_sqs(record.raw_event, now=now)
-    store_and_report(outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="message")
+    outcome = deps.messages.from_sqs(record.raw_event, now=now, extras=deps.extras)
+    store_and_report(
+        outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="message", extras=deps.extras
+    )
 
 
 @logger.inject_lambda_context

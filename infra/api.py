@@ -9,10 +9,12 @@ from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.config import EnvironmentConfig
 from infra.functions import FunctionDefaults, ServiceFunction
+from infra.ingest import grant_extras_writes
 
 API_HANDLER = "functions.handle_api"
 
@@ -30,7 +32,11 @@ ROUTES: tuple[tuple[str, apigwv2.HttpMethod], ...] = (
 
 
 class OperatorApi(Construct):
-    """An HTTP API (payload v2) with IAM authorisation on every route, access logs and throttling."""
+    """An HTTP API (payload v2) with IAM authorisation on every route, access logs and throttling.
+
+    With ``extras_bucket`` (the runs bucket, RUNS_BUCKET to the function) ``POST /assets/events`` stores
+    large extras by reference.
+    """
 
     def __init__(
         self,
@@ -40,6 +46,7 @@ class OperatorApi(Construct):
         config: EnvironmentConfig,
         defaults: FunctionDefaults,
         service: str,
+        extras_bucket: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = ServiceFunction(
@@ -52,6 +59,8 @@ class OperatorApi(Construct):
             timeout=Duration.seconds(29),
             memory_mb=512,
         )
+        if extras_bucket is not None:
+            grant_extras_writes(extras_bucket, self.handler)
         self.http_api = apigwv2.HttpApi(
             self,
             "HttpApi",

@@ -118,6 +118,7 @@ class AssetflowService(Construct):
             defaults=defaults,
             key=self.key,
             service=self.ingest_service_name,
+            extras_bucket=self.runs.bucket,
         )
         self.evaluator = Evaluator(
             self,
@@ -146,7 +147,14 @@ class AssetflowService(Construct):
             key=self.key,
             service="assetflow-schedule-tick",
         )
-        self.api = OperatorApi(self, "Api", config=config, defaults=defaults, service="assetflow-api")
+        self.api = OperatorApi(
+            self,
+            "Api",
+            config=config,
+            defaults=defaults,
+            service="assetflow-api",
+            extras_bucket=self.runs.bucket,
+        )
 
         self._grant()
         self._alarm()

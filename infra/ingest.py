@@ -12,15 +12,18 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from assetflow.adapters.extras import EXTRAS_PREFIX
 from assetflow.core.catalog import Catalog
 from assetflow.core.watchers import KafkaTopic, SqsQueue
 from infra.config import ConfigError, EnvironmentConfig, KafkaClusterConfig
 from infra.functions import FunctionDefaults, ServiceFunction
-from infra.nag import acknowledge, acknowledge_dlq_sender
+from infra.grants import KEY_WRITE_ACTIONS
+from infra.nag import acknowledge, acknowledge_dlq_sender, wildcard_resource
 from infra.queues import dead_letter_queue, watched_queue
 
 SQS_HANDLER = "functions.handle_sqs_messages"
@@ -52,7 +55,8 @@ class Ingest(Construct):
     """Every watcher of the catalog: a queue with its DLQ (or an existing queue), or a Kafka mapping.
 
     Content filters and schemas are applied by the functions, which quarantine what fails them: an
-    event-source filter would drop such messages silently, so none is set here.
+    event-source filter would drop such messages silently, so none is set here. With ``extras_bucket`` (the
+    runs bucket, which the functions know as RUNS_BUCKET) each function may store large extras by reference.
     """
 
     def __init__(
@@ -65,12 +69,14 @@ class Ingest(Construct):
         defaults: FunctionDefaults,
         key: kms.IKey,
         service: str,
+        extras_bucket: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
         self._defaults = defaults
         self._key = key
         self._service = service
+        self._extras_bucket = extras_bucket
         self.watchers: list[WatcherIngest] = []
         for name, (watcher, _asset) in catalog.watchers.items():
             holder = Construct(self, f"Watcher{watcher_id(name, catalog)}")
@@ -80,7 +86,7 @@ class Ingest(Construct):
                 self.watchers.append(self._kafka(holder, name, watcher.source))
 
     def _function(self, scope: Construct, name: str, handler: str, kind: str) -> ServiceFunction:
-        return ServiceFunction(
+        ingest = ServiceFunction(
             scope,
             "Ingest",
             defaults=self._defaults,
@@ -91,6 +97,9 @@ class Ingest(Construct):
             memory_mb=self._config.ingest_memory_mb,
             environment={"WATCHER_NAME": name},
         )
+        if self._extras_bucket is not None:
+            grant_extras_writes(self._extras_bucket, ingest)
+        return ingest
 
     def _sqs(self, scope: Construct, name: str, source: SqsQueue) -> WatcherIngest:
         config = self._config
@@ -326,6 +335,22 @@ class Ingest(Construct):
                 ],
             )
         )
+
+
+def grant_extras_writes(bucket: s3.IBucket, function: ServiceFunction) -> None:
+    """Let ``function`` store extras by reference: put objects under ``extras/`` of ``bucket``, with its key."""
+    iam.Grant.add_to_principal(
+        grantee=function.role,
+        actions=["s3:PutObject"],
+        resource_arns=[bucket.arn_for_objects(f"{EXTRAS_PREFIX}*")],
+    )
+    if bucket.encryption_key is not None:
+        bucket.encryption_key.grant(function.role, *KEY_WRITE_ACTIONS)
+    acknowledge(
+        function,
+        wildcard_resource(bucket, f"/{EXTRAS_PREFIX}*"),
+        "Large extras are stored under extras/<event id>/<sha256>.json; the keys are made per message.",
+    )
 
 
 def watcher_id(name: str, catalog: Catalog) -> str:

@@ -16,6 +16,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
+from assetflow.adapters.extras import EXTRAS_PREFIX
 from infra.config import EnvironmentConfig, split_location
 from infra.functions import FunctionDefaults, ServiceFunction
 from infra.grants import grant_objects, grant_table_data
@@ -122,6 +123,7 @@ class SparkApplication(Construct):
         )
         grant_objects(runs.bucket, self.job_role, RUNS_PREFIX, write=True)
         grant_objects(runs.bucket, self.job_role, CODE_PREFIX, write=False)
+        grant_objects(runs.bucket, self.job_role, EXTRAS_PREFIX, write=False)
         # inlet_events reads an asset's events from the table.
         grant_table_data(table, self.job_role, write=False)
         acknowledge(
@@ -134,6 +136,12 @@ class SparkApplication(Construct):
             self.job_role,
             wildcard_resource(runs.bucket, f"/{CODE_PREFIX}*"),
             "Jobs read their entry point and the --py-files archive under code/ (read only).",
+        )
+        acknowledge(
+            self.job_role,
+            wildcard_resource(runs.bucket, f"/{EXTRAS_PREFIX}*"),
+            "Jobs read the extras of their triggering and inlet events that are stored by reference under "
+            "extras/, one key per event (ids unknown in advance; read only).",
         )
         self._grant_data_locations(config)
         self.code_deployment: s3deploy.BucketDeployment | None = None

@@ -19,6 +19,12 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import Draft202012Validator, validator_for
 from referencing.exceptions import Unresolvable
 
+from assetflow.adapters.extras import (
+    Detached,
+    ExtraTooLargeError,
+    S3ExtrasStore,
+    summarise_facts,
+)
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import thaw_json
 from assetflow.core.errors import DefinitionError
@@ -26,11 +32,12 @@ from assetflow.core.events import AssetEvent, derive_id
 from assetflow.core.filters import extract_field, matches
 from assetflow.core.watchers import AssetWatcher, KafkaTopic, MskCluster, SelfManagedKafka, SqsQueue
 
-#: The largest event ``extra`` (its JSON as the store writes it: ASCII-escaped) that ingest accepts. An event
-#: is written twice (the event item and its dedupe record), each a DynamoDB item of at most 400 KB, and it is
-#: copied into queue entries and inline run triggers; 256 KiB leaves room for the keys and the rest of the
-#: event. Larger messages are quarantined with the reason, never truncated: producers should send a
-#: reference (an ``s3://`` URI) instead of the data.
+#: The largest event ``extra`` (its JSON as the store writes it: ASCII-escaped) that ingest accepts when no
+#: extras store is configured (no runs bucket). An event is written twice (the event item and its dedupe
+#: record), each a DynamoDB item of at most 400 KB, and it is copied into queue entries and inline run
+#: triggers; 256 KiB leaves room for the keys and the rest of the event. Larger messages are quarantined with
+#: the reason, never truncated. With an extras store, extras over ``extras.INLINE_EXTRA_BYTES`` are stored by
+#: reference instead, up to ``extras.MAX_EXTRA_BYTES_BY_REFERENCE``.
 MAX_EXTRA_BYTES = 256 * 1024
 #: The most of a quarantined message's body that is kept (the quarantine record is one DynamoDB item too);
 #: when a body is cut, the reason says so and the facts keep the full body's size and SHA-256.
@@ -67,11 +74,16 @@ ReasonCode = Literal[
 
 @dataclass(frozen=True)
 class Accepted:
-    """A message that becomes one asset event; ``identity`` (the message's identity) is its dedupe key."""
+    """A message that becomes one asset event; ``identity`` (the message's identity) is its dedupe key.
+
+    ``detached`` is the whole extra to write to the extras store before the event, whose extra then
+    references it; None when the extra is inline.
+    """
 
     event: AssetEvent
     identity: str
     watcher: str
+    detached: Detached | None = None
 
 
 @dataclass(frozen=True)
@@ -189,10 +201,13 @@ class MessageTranslator:
 
     # ---- SQS -----------------------------------------------------------------------------------------
 
-    def from_sqs(self, record: Mapping[str, Any], *, now: datetime) -> Outcome:
+    def from_sqs(
+        self, record: Mapping[str, Any], *, now: datetime, extras: S3ExtrasStore | None = None
+    ) -> Outcome:
         """Translate one record of an SQS Lambda event.
 
-        The identity is ``sqs:<queue ARN>:<messageId>``: SQS redelivers a message with the same id.
+        The identity is ``sqs:<queue ARN>:<messageId>``: SQS redelivers a message with the same id. With
+        ``extras``, an extra over its inline limit goes by reference (``Accepted.detached``).
         """
         arn = str(record.get("eventSourceARN") or "")
         queue = arn.rsplit(":", 1)[-1]
@@ -229,11 +244,32 @@ class MessageTranslator:
                 identity,
                 text=text,
             )
-        return self._judge(watcher, uri, "sqs", decode_payload(text), facts, identity, now, text=text)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # SQS bodies are Unicode text: a lone surrogate cannot come from SQS, nor be stored or sent on.
+            return _quarantine(
+                watcher.name,
+                "not-utf8",
+                f"the message body is not valid Unicode text (an unpaired surrogate at character {exc.start})",
+                facts,
+                identity,
+                text=text,
+            )
+        return self._judge(
+            watcher, uri, "sqs", decode_payload(text), facts, identity, now, text=text, extras=extras
+        )
 
     # ---- Kafka ---------------------------------------------------------------------------------------
 
-    def from_kafka(self, record: Mapping[str, Any], *, source: KafkaSource, now: datetime) -> Outcome:
+    def from_kafka(
+        self,
+        record: Mapping[str, Any],
+        *,
+        source: KafkaSource,
+        now: datetime,
+        extras: S3ExtrasStore | None = None,
+    ) -> Outcome:
         """Translate one record of an MSK or self-managed Kafka Lambda event.
 
         The identity is ``kafka:<cluster>:<topic>:<partition>:<offset>:<timestamp>``. The cluster keeps two
@@ -310,7 +346,7 @@ class MessageTranslator:
             )
         if value is None:
             # A tombstone (null value): there is no body, and null is the payload.
-            return self._judge(watcher, uri, "kafka", None, facts, identity, now, text="")
+            return self._judge(watcher, uri, "kafka", None, facts, identity, now, text="", extras=extras)
         try:
             text = value.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -322,7 +358,9 @@ class MessageTranslator:
                 identity,
                 raw=value,
             )
-        return self._judge(watcher, uri, "kafka", decode_payload(text), facts, identity, now, text=text)
+        return self._judge(
+            watcher, uri, "kafka", decode_payload(text), facts, identity, now, text=text, extras=extras
+        )
 
     def _bound_to(self, kind: type[SqsQueue] | type[KafkaTopic]) -> tuple[AssetWatcher, str] | None:
         if self._bound is not None and isinstance(self._bound[0].source, kind):
@@ -364,6 +402,7 @@ class MessageTranslator:
         now: datetime,
         *,
         text: str,
+        extras: S3ExtrasStore | None = None,
     ) -> Outcome:
         source = watcher.source
 
@@ -400,24 +439,38 @@ class MessageTranslator:
             partition_key, problem = _partition_key(payload, source.partition_key_field)
             if problem is not None:
                 return reject("partition-key", problem)
-        extra = {"payload": payload, "message": facts}
-        # Measured as the store writes it (json.dumps' defaults escape non-ASCII), so bytes == characters.
-        size = len(json.dumps(extra, sort_keys=True))
-        if size > MAX_EXTRA_BYTES:
-            return reject(
-                "too-large",
-                f"payload too large for an event; its extra is {size} bytes of JSON, over the "
-                f"{MAX_EXTRA_BYTES}-byte limit. Send a reference to the data (e.g. an s3:// URI) instead",
-            )
+        extra: dict[str, Any] = {"payload": payload, "message": facts}
+        event_id = derive_id("ev", identity)
+        detached = None
+        if extras is None:
+            # Measured as the store writes it (json.dumps' defaults escape non-ASCII), so bytes == characters.
+            size = len(json.dumps(extra, sort_keys=True))
+            if size > MAX_EXTRA_BYTES:
+                return reject(
+                    "too-large",
+                    f"payload too large for an event; its extra is {size} bytes of JSON, over the "
+                    f"{MAX_EXTRA_BYTES}-byte limit (no extras store is configured to keep it by reference). "
+                    "Send a reference to the data (e.g. an s3:// URI) instead",
+                )
+        else:
+            try:
+                extra, detached = extras.place(event_id, extra, keep={"message": summarise_facts(facts)})
+            except ExtraTooLargeError as exc:
+                return reject(
+                    "too-large",
+                    f"payload too large for an event; its extra is {exc.size} bytes of JSON, over the "
+                    f"{exc.limit}-byte ceiling of extras stored by reference. "
+                    "Send a reference to the data (e.g. an s3:// URI) instead",
+                )
         event = AssetEvent(
             asset=uri,
-            id=derive_id("ev", identity),
+            id=event_id,
             timestamp=now,
             extra=extra,
             source={"type": "watcher", "watcher": watcher.name, "kind": kind},
             partition_key=partition_key,
         )
-        return Accepted(event=event, identity=identity, watcher=watcher.name)
+        return Accepted(event=event, identity=identity, watcher=watcher.name, detached=detached)
 
 
 class IngestStore(Protocol):
@@ -427,6 +480,10 @@ class IngestStore(Protocol):
         self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None
     ) -> tuple[AssetEvent, bool]:
         """Store an event once per dedupe key."""
+        ...
+
+    def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
+        """The event a message (by its identity) already produced, if any."""
         ...
 
     def quarantine(
@@ -443,18 +500,34 @@ class IngestStore(Protocol):
         ...
 
 
-def store_outcome(store: IngestStore, outcome: Outcome, *, now: datetime) -> bool:
+def store_outcome(
+    store: IngestStore, outcome: Outcome, *, now: datetime, extras: S3ExtrasStore | None = None
+) -> bool:
     """Write an outcome: the event, or the quarantine record, once per message identity.
+
+    An extra that goes by reference is written to ``extras`` first, so that a stored event never references
+    a missing object; a redelivery of a stored message writes nothing (at worst, a crash between the two
+    writes leaves an object that no event references).
 
     Returns whether this call wrote it (False for a redelivery, including one after a crash between the
     write and the acknowledgement).
 
     Raises:
-        StoreUnavailableError: the store is throttled or unavailable; fail the message so it is retried.
+        StoreUnavailableError: the store (or the extras store: ExtrasUnavailableError) is throttled or
+            unavailable; fail the message so it is retried.
         ConflictError: a concurrent writer of the same message left the store undecided; retry.
+        ValueError: the outcome detaches its extra but no extras store is given.
 
     """
     if isinstance(outcome, Accepted):
+        if outcome.detached is not None:
+            if extras is None:
+                raise ValueError(
+                    "this outcome's extra goes by reference: pass the extras store it was placed by"
+                )
+            if store.find_dedupe(outcome.identity) is not None:
+                return False
+            extras.write(outcome.detached)
         _, created = store.put_event(outcome.event, dedupe_key=outcome.identity, now=now)
         return created
     return store.quarantine(

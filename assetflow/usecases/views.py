@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from assetflow.adapters.dynamodb import DynamoDbStore, Page
+from assetflow.adapters.extras import REF_KEY, ExtraTooLargeError, S3ExtrasStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import thaw_json
 from assetflow.core.errors import AssetflowError, NotFoundError
@@ -21,12 +22,17 @@ from assetflow.core.events import AssetEvent, derive_id
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.uri import AssetUriError, normalize_uri
 
-#: Largest ``extra`` of an API or CLI event, as compact UTF-8 JSON. The event is stored whole in a DynamoDB
-#: item (400 KB), copied into queue entries and run records, and published to EventBridge (256 KB per
-#: entry): 64 KiB keeps an event with its URI and source well inside every one of those limits.
+#: Largest ``extra`` of an API or CLI event without an extras store, as compact UTF-8 JSON. The event is
+#: stored whole in a DynamoDB item (400 KB), copied into queue entries and run records, and published to
+#: EventBridge (256 KB per entry): 64 KiB keeps an event with its URI and source well inside every one of
+#: those limits. With an extras store, extras over ``extras.INLINE_EXTRA_BYTES`` are stored by reference.
 MAX_EXTRA_BYTES = 64 * 1024
-#: Largest request body the API reads; leaves room for a pretty-printed ``extra`` of MAX_EXTRA_BYTES.
+#: Largest request body the API reads without an extras store; leaves room for a pretty-printed ``extra`` of
+#: MAX_EXTRA_BYTES.
 MAX_BODY_BYTES = 128 * 1024
+#: Largest request body the API reads with an extras store (extras stored by reference): Lambda takes
+#: requests of at most 6 MB, and a base64-encoded body grows by a third.
+MAX_BODY_BYTES_BY_REFERENCE = 4 * 1024 * 1024
 #: Deepest nesting of ``extra``: deeper documents are almost always mistakes and cost recursion.
 MAX_EXTRA_DEPTH = 32
 #: Partition keys become part of queue keys (DynamoDB sort keys, 1 KB at most).
@@ -95,16 +101,21 @@ def _refuse_constant(name: str) -> float:
     raise RequestError(f"the body contains {name}, which is not JSON; send numbers as finite values or null")
 
 
-def parse_body(body: bytes | str | None) -> Any:
-    """Parse a request body as strict JSON (no NaN or Infinity), within ``MAX_BODY_BYTES``.
+def parse_body(body: bytes | str | None, *, limit: int = MAX_BODY_BYTES) -> Any:
+    """Parse a request body as strict JSON (no NaN or Infinity), within ``limit`` bytes.
 
     Raises:
-        PayloadTooLargeError: the body is over ``MAX_BODY_BYTES``.
+        PayloadTooLargeError: the body is over ``limit``.
         RequestError: the body is empty, not UTF-8 or not JSON.
     """
-    raw = body.encode() if isinstance(body, str) else (body or b"")
-    if len(raw) > MAX_BODY_BYTES:
-        raise PayloadTooLargeError(f"the body is {len(raw)} bytes, over the limit of {MAX_BODY_BYTES}")
+    try:
+        raw = body.encode() if isinstance(body, str) else (body or b"")
+    except UnicodeEncodeError as exc:
+        raise RequestError(
+            f"the body is not valid Unicode text (an unpaired surrogate at {exc.start})"
+        ) from exc
+    if len(raw) > limit:
+        raise PayloadTooLargeError(f"the body is {len(raw)} bytes, over the limit of {limit}")
     if not raw.strip():
         raise RequestError('the body is empty; send a JSON object such as {"uri": "s3://bucket/key"}')
     try:
@@ -147,28 +158,36 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def check_extra(extra: object) -> dict[str, Any]:
-    """Validate an event's ``extra``: a JSON object within ``MAX_EXTRA_BYTES`` and ``MAX_EXTRA_DEPTH``.
+def check_extra(extra: object, *, limit: int | None = MAX_EXTRA_BYTES) -> dict[str, Any]:
+    """Validate an event's ``extra``: a JSON object within ``limit`` bytes and ``MAX_EXTRA_DEPTH`` levels.
+
+    ``limit`` None leaves the size to the extras store (``emit_event`` with ``extras``).
 
     Raises:
-        RequestError: not an object, not plain JSON, or nested too deeply.
-        PayloadTooLargeError: over ``MAX_EXTRA_BYTES``.
+        RequestError: not an object, not plain JSON or not Unicode, nested too deeply, or with the key
+            reserved for references (``extra_ref``).
+        PayloadTooLargeError: over ``limit``.
     """
     if extra is None:
         return {}
     if not isinstance(extra, dict):
         raise RequestError(f"extra must be a JSON object, got {_json_type(extra)}")
+    if REF_KEY in extra:
+        raise RequestError(f"extra must not have the key {REF_KEY!r}: it marks extras stored by reference")
     if _depth(extra) > MAX_EXTRA_DEPTH:
         raise RequestError(f"extra is nested more than {MAX_EXTRA_DEPTH} levels deep")
     try:
-        encoded = json.dumps(extra, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+        encoded = json.dumps(extra, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:
+        raise RequestError(
+            "extra holds text that is not valid Unicode (an unpaired surrogate escape such as \\ud800)"
+        ) from exc
     except (TypeError, ValueError) as exc:
         raise RequestError(
             f"extra must be plain JSON (objects, arrays, strings, finite numbers): {exc}"
         ) from exc
-    size = len(encoded.encode())
-    if size > MAX_EXTRA_BYTES:
-        raise PayloadTooLargeError(f"extra is {size} bytes as JSON, over the limit of {MAX_EXTRA_BYTES}")
+    if limit is not None and len(encoded) > limit:
+        raise PayloadTooLargeError(f"extra is {len(encoded)} bytes as JSON, over the limit of {limit}")
     return extra
 
 
@@ -186,6 +205,10 @@ def check_partition_key(key: object) -> str | None:
         raise RequestError(
             f"partition_key is {len(key)} characters, over the limit of {MAX_PARTITION_KEY_LENGTH}"
         )
+    try:
+        key.encode()
+    except UnicodeEncodeError as exc:
+        raise RequestError("partition_key is not valid Unicode text (an unpaired surrogate escape)") from exc
     return key
 
 
@@ -204,12 +227,15 @@ def check_idempotency_key(key: str | None) -> str | None:
     return key
 
 
-def parse_emit_request(doc: object) -> EmitRequest:
+def parse_emit_request(doc: object, *, by_reference: bool = False) -> EmitRequest:
     """Validate the body of ``POST /assets/events``: ``{"uri", "extra"?, "partition_key"?}``.
+
+    ``by_reference``: an extras store will take large extras (``emit_event``), so ``MAX_EXTRA_BYTES`` does
+    not apply.
 
     Raises:
         RequestError: not an object, unknown fields, or an invalid field (the message names it).
-        PayloadTooLargeError: ``extra`` is over ``MAX_EXTRA_BYTES``.
+        PayloadTooLargeError: ``extra`` is over ``MAX_EXTRA_BYTES`` (without ``by_reference``).
     """
     if not isinstance(doc, dict):
         raise RequestError(
@@ -220,7 +246,7 @@ def parse_emit_request(doc: object) -> EmitRequest:
         raise RequestError(f"unknown fields {unknown}; the fields are {sorted(_EMIT_FIELDS)}")
     return EmitRequest(
         uri=check_uri(doc.get("uri")),
-        extra=check_extra(doc.get("extra")),
+        extra=check_extra(doc.get("extra"), limit=None if by_reference else MAX_EXTRA_BYTES),
         partition_key=check_partition_key(doc.get("partition_key")),
     )
 
@@ -283,6 +309,7 @@ def emit_event(
     now: datetime,
     idempotency_key: str | None = None,
     allow_unknown: bool = True,
+    extras: S3ExtrasStore | None = None,
 ) -> EmitResult:
     """Create an asset event from the API or the CLI (Airflow's ``POST /assets/events``).
 
@@ -295,10 +322,15 @@ def emit_event(
     assets with a warning (no pipeline can consume it until one schedules on it or an alias resolves to it);
     ``allow_unknown=False`` refuses it instead.
 
+    With ``extras``, an extra over its inline limit is written there first and the event carries a reference
+    (``{"extra_ref": {"uri", "bytes", "sha256"}}``); a replayed idempotency key writes nothing.
+
     Raises:
         NotFoundError: the asset is unknown and ``allow_unknown`` is False.
         IdempotencyKeyReusedError: the key already created an event with another URI, extra or partition key.
-        StoreUnavailableError: throttled; retry (with the same idempotency key).
+        PayloadTooLargeError: the extra is over the extras store's ceiling.
+        StoreUnavailableError: throttled (the store, or S3: ExtrasUnavailableError); retry (with the same
+            idempotency key).
     """
     key = check_idempotency_key(idempotency_key)
     warning = None
@@ -315,15 +347,27 @@ def emit_event(
     else:
         event_id = derive_id("api", request_id)
         dedupe_key = None
+    extra, detached = dict(request.extra), None
+    if extras is not None:
+        try:
+            extra, detached = extras.place(event_id, request.extra)
+        except ExtraTooLargeError as exc:
+            raise PayloadTooLargeError(str(exc)) from exc
     event = AssetEvent(
         asset=request.uri,
         id=event_id,
         timestamp=now,
-        extra=request.extra,
+        extra=extra,
         source={"type": "api", "principal": principal},
         partition_key=request.partition_key,
     )
-    stored, created = store.put_event(event, dedupe_key=dedupe_key, now=now)
+    previous = store.find_dedupe(dedupe_key) if detached is not None and dedupe_key is not None else None
+    if previous is not None:
+        stored, created = previous, False
+    else:
+        if extras is not None and detached is not None:
+            extras.write(detached)
+        stored, created = store.put_event(event, dedupe_key=dedupe_key, now=now)
     if not created and (
         stored.asset != event.asset
         or thaw_json(stored.extra) != thaw_json(event.extra)
@@ -454,6 +498,7 @@ def list_quarantine(
 
 __all__ = [
     "MAX_BODY_BYTES",
+    "MAX_BODY_BYTES_BY_REFERENCE",
     "MAX_EXTRA_BYTES",
     "EmitRequest",
     "EmitResult",

@@ -144,7 +144,7 @@ def test_job_role_reaches_exactly_the_configured_data_locations_and_runs_prefixe
     bucket = env.logical_id(service.runs.bucket)
     expected = {
         json.dumps({"Fn::Join": ["", [{"Fn::GetAtt": [bucket, "Arn"]}, f"/{prefix}*"]]}, sort_keys=True)
-        for prefix in ("runs/", "code/")
+        for prefix in ("runs/", "code/", "extras/")
     }
     for location in (*env.config.data_read_locations, *env.config.data_write_locations):
         name, prefix = split_location(location)

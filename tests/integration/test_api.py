@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.parse
 import uuid
@@ -335,3 +336,51 @@ def test_client_errors(deps: Dependencies) -> None:
     assert result[1]["allow"] == "GET, POST"
     # Nothing was written by any of them.
     assert request(deps, "GET", "/assets/events", query={"uri": LANDING})[2]["items"] == []
+
+
+def test_a_large_extra_is_stored_by_reference_and_shown_as_stored(
+    deps: Dependencies, moto_server: Any, s3_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assetflow_job import AssetEvent as JobEvent
+    from assetflow_job import ExtraResolver
+
+    bucket = f"runs-{uuid.uuid4().hex[:10]}"
+    s3_client.create_bucket(Bucket=bucket)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_server.endpoint)
+    with_bucket = Dependencies(
+        dataclasses.replace(deps.settings, runs_bucket=bucket),
+        session=boto3.session.Session(**LOCAL_CLIENT_KWARGS),
+        launcher=StubLauncher(),
+    )
+    extra = {"rows": [{"id": i, "name": f"row-{i}"} for i in range(10_000)]}
+
+    # Over the 64 KiB that the API takes inline, and stored by reference instead
+    status, _, event = request(
+        with_bucket,
+        "POST",
+        "/assets/events",
+        body={"uri": LANDING, "extra": extra},
+        headers={"Idempotency-Key": "k"},
+    )
+    assert status == 201, event
+    ref = event["extra"]["extra_ref"]
+    assert set(event["extra"]) == {"extra_ref"}
+    assert ref["uri"].startswith(f"s3://{bucket}/extras/{event['id']}/")
+
+    # The views show the event as stored; the job resolves it to the extra as sent
+    listed = request(with_bucket, "GET", "/assets/events", query={"uri": LANDING})[2]["items"]
+    assert listed == [event]
+    assert ExtraResolver(s3_client).event(JobEvent.from_dict(event)).extra == extra
+
+    # A replay of the key is the same event; a body over 4 MiB is refused whole
+    again = request(
+        with_bucket,
+        "POST",
+        "/assets/events",
+        body={"uri": LANDING, "extra": extra},
+        headers={"Idempotency-Key": "k"},
+    )
+    assert again[0] == 201 and again[2] == event and again[1]["idempotent-replayed"] == "true"
+    huge = {"uri": LANDING, "extra": {"blob": "x" * (4 * 1024 * 1024)}}
+    assert_error(request(with_bucket, "POST", "/assets/events", body=huge), 413, "payload_too_large")
+    assert len(s3_client.list_objects_v2(Bucket=bucket, Prefix="extras/")["Contents"]) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -448,3 +449,95 @@ def test_a_real_sqs_round_trip(ingest: Ingest, moto_server: MotoServer, sqs_clie
     assert len(ingest.quarantine()) == 1
     for message in again:
         sqs_client.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+# --- extras stored by reference (the runs bucket on moto's S3) ------------------------------------
+
+
+@pytest.fixture
+def runs_bucket(moto_server: MotoServer, s3_client: Any) -> str:
+    bucket = f"runs-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=bucket)
+    return bucket
+
+
+@pytest.fixture
+def ingest_by_reference(ingest: Ingest, moto_server: MotoServer, runs_bucket: str) -> Ingest:
+    settings = dataclasses.replace(ingest.deps.settings, runs_bucket=runs_bucket)
+    ingest.deps = LocalDependencies(settings, dynamodb=ingest.db, endpoint=moto_server.endpoint)
+    return ingest
+
+
+def test_a_large_message_is_stored_by_reference_and_resolves_to_its_payload(
+    ingest_by_reference: Ingest, s3_client: Any, runs_bucket: str
+) -> None:
+    from assetflow.adapters.extras import INLINE_EXTRA_BYTES
+    from assetflow_job import AssetEvent as JobEvent
+    from assetflow_job import ExtraResolver
+
+    event = fixture_event("sqs_deliveries.json")
+    big = json.loads(event["Records"][0]["body"])
+    big["files"] = [f"s3://assetflow-demo/landing/deliveries/2026-11-21/é-{i:05}.csv" for i in range(2000)]
+    event["Records"][0]["body"] = json.dumps(big)
+    identity = f"sqs:{event['Records'][0]['eventSourceARN']}:{event['Records'][0]['messageId']}"
+
+    assert ingest_by_reference.sqs(event) == {"batchItemFailures": []}
+
+    stored = {e["id"]: e for e in ingest_by_reference.events(DELIVERIES)}
+    assert len(stored) == 3
+    by_reference = stored[derive_id("ev", identity)]
+    ref = by_reference["extra"]["extra_ref"]
+    assert ref["uri"].startswith(f"s3://{runs_bucket}/extras/{by_reference['id']}/")
+    assert ref["bytes"] > INLINE_EXTRA_BYTES
+    assert by_reference["extra"]["message"]["message_id"] == event["Records"][0]["messageId"]
+    assert "payload" not in by_reference["extra"]
+    # The small messages of the batch stay inline.
+    assert sum("payload" in e["extra"] for e in stored.values()) == 2
+
+    # The job reads the whole extra back, checked: the payload as sent, the facts as for an inline event.
+    resolved = ExtraResolver(s3_client).event(JobEvent.from_dict(by_reference))
+    assert resolved.payload == big
+    assert resolved.extra["message"]["attributes"] == event["Records"][0]["attributes"]
+
+    # A redelivery (receive count 2) makes no second event and no second object.
+    for record in event["Records"]:
+        record["attributes"]["ApproximateReceiveCount"] = "2"
+    assert ingest_by_reference.sqs(event) == {"batchItemFailures": []}
+    assert {e["id"]: e for e in ingest_by_reference.events(DELIVERIES)} == stored
+    objects = s3_client.list_objects_v2(Bucket=runs_bucket, Prefix="extras/")["Contents"]
+    assert [o["Key"] for o in objects] == [ref["uri"].split("/", 3)[3]]
+
+
+def test_a_large_kafka_record_is_stored_by_reference(ingest_by_reference: Ingest, s3_client: Any) -> None:
+    from assetflow_job import AssetEvent as JobEvent
+    from assetflow_job import ExtraResolver
+
+    event = fixture_event("msk_sensor_readings.json")
+    record = event["records"]["sensor-readings-0"][0]
+    reading = json.loads(base64.b64decode(record["value"]))
+    reading["samples"] = list(range(20_000))
+    record["value"] = base64.b64encode(json.dumps(reading).encode()).decode()
+
+    assert ingest_by_reference.kafka(event) == {"batchItemFailures": []}
+
+    (stored,) = [e for e in ingest_by_reference.events(READINGS) if "extra_ref" in e["extra"]]
+    assert stored["extra"]["message"]["offset"] == record["offset"]
+    assert stored["partition_key"] == reading["reading_time"]
+    assert ExtraResolver(s3_client).event(JobEvent.from_dict(stored)).payload == reading
+    assert ingest_by_reference.kafka(event) == {"batchItemFailures": []}
+    assert len(ingest_by_reference.events(READINGS)) == 3
+
+
+def test_without_a_runs_bucket_a_large_message_is_still_quarantined(ingest: Ingest) -> None:
+    event = fixture_event("sqs_deliveries.json")
+    event["Records"] = event["Records"][:1]
+    big = json.loads(event["Records"][0]["body"])
+    big["files"] = [f"s3://assetflow-demo/landing/{i:06}.csv" for i in range(12_000)]
+    event["Records"][0]["body"] = json.dumps(big)
+
+    assert ingest.sqs(event) == {"batchItemFailures": []}
+
+    assert ingest.events(DELIVERIES) == []
+    (kept,) = ingest.quarantine()
+    assert kept["reason"].startswith("payload too large for an event")
+    assert kept["facts"]["body"]["sha256"] == hashlib.sha256(event["Records"][0]["body"].encode()).hexdigest()

@@ -88,6 +88,7 @@ class FakeStore:
 class FakeDeps:
     store: FakeStore
     catalog: Catalog
+    extras: Any = None
 
 
 @dataclass

@@ -74,7 +74,10 @@ def test_mermaid_has_every_node(example: Catalog) -> None:
     for uri in example.assets:
         assert uri in text
     assert '(["alias partner-exports"])' in text
-    assert '{{"ops_dashboard<br/>(curated_deliveries & iot_readings) | dashboard_refresh<br/>max 1 active"}}' in text
+    assert (
+        '{{"ops_dashboard<br/>(curated_deliveries & iot_readings) | dashboard_refresh<br/>max 1 active"}}'
+        in text
+    )
 
 
 def test_mermaid_edges(example: Catalog) -> None:
@@ -112,7 +115,10 @@ def test_dot_has_every_node_and_edge(example: Catalog) -> None:
         f'  {rollup} [label="sensor_daily_rollup\\nsensor_readings\\npartitioned, daily\\nmax 1 active", shape=hexagon];'
         in text
     )
-    assert '[label="daily_report\\nops_dashboard\\nor cron 0 6 * * * UTC\\nmax 1 active", shape=hexagon];' in text
+    assert (
+        '[label="daily_report\\nops_dashboard\\nor cron 0 6 * * * UTC\\nmax 1 active", shape=hexagon];'
+        in text
+    )
     assert (
         '[label="deliveries_etl\\nraw_deliveries\\none run per event\\nmax 2 active", shape=hexagon];' in text
     )

@@ -734,7 +734,7 @@ class FakeContext:
 
 
 def fake_deps(store: FakeStore) -> Any:
-    return SimpleNamespace(messages=_TRANSLATOR, store=store)
+    return SimpleNamespace(messages=_TRANSLATOR, store=store, extras=None)
 
 
 def sqs_event(*records: Mapping[str, Any]) -> dict[str, Any]:

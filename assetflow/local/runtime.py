@@ -141,6 +141,7 @@ class LocalRuntime:
         self.ticker: ScheduleTicker | None = None
         self._function_log: IO[str] | None = None
         self._stopped = threading.Event()
+        self._locks: dict[Callable[..., Any], threading.Lock] = {}
         self._started = False
         self.startup_seconds: float | None = None
 
@@ -350,8 +351,8 @@ class LocalRuntime:
     @staticmethod
     def _warm(deps: Dependencies) -> None:
         # Build the cached parts before threads share them (a cached_property is not built under a lock).
-        for part in ("catalog", "store", "bus", "launcher", "evaluator", "run_states"):
-            getattr(deps, part)
+        for part in ("catalog", "store", "bus", "launcher", "evaluator", "run_states", "extras"):
+            getattr(deps, part, None)
 
     def _build_launcher(self, r: LocalResources, dynamodb_endpoint: str) -> Any:
         emr = EmrServerlessLauncher(
@@ -392,8 +393,13 @@ class LocalRuntime:
         deps: Dependencies,
         after: Callable[[dict[str, Any], Any], None] | None = None,
     ) -> Callable[..., Any]:
+        # One invocation of a function at a time, as in one Lambda execution environment: a handler
+        # module's globals (batch processor, resolver, logger keys, metrics) serve one event at a time.
+        lock = self._locks.setdefault(handler, threading.Lock())
+
         def invoke(event: dict[str, Any], context: Any = None) -> Any:
-            response = handler(event, context or lambda_context(f"assetflow-local-{function}"), deps=deps)
+            with lock:
+                response = handler(event, context or lambda_context(f"assetflow-local-{function}"), deps=deps)
             if after is not None:
                 after(event, response)
             return response

@@ -19,7 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from assetflow.core.conditions import thaw_json
-from assetflow.core.errors import ConflictError, NotFoundError, StoreUnavailableError
+from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError, StoreUnavailableError
 from assetflow.core.events import (
     AssetEvent,
     Run,
@@ -778,7 +778,8 @@ class DynamoDbStore:
         """Record EMR Serverless's job run id (and the way back from it); harmless when repeated.
 
         Raises:
-            ConflictError: the run was already submitted under another job run id.
+            AlreadySubmittedError: the run was already submitted under another job run id.
+            ConflictError: the write lost a race with another writer of the run; retry.
         """
         try:
             self._call(
@@ -811,7 +812,9 @@ class DynamoDbStore:
             run = self.get_run(run_id, with_events=False)
             if run.job_run_id == job_run_id:
                 return
-            raise ConflictError(f"run {run_id} was already submitted as {run.job_run_id}") from None
+            if run.job_run_id is None:
+                raise  # a lost race (TransactionConflict), not a second job run: the caller retries
+            raise AlreadySubmittedError(f"run {run_id} was already submitted as {run.job_run_id}") from None
 
     def run_id_for_job(self, job_run_id: str) -> str | None:
         """The run an EMR Serverless job run belongs to, if assetflow submitted it."""

@@ -27,6 +27,10 @@ class ConflictError(AssetflowError):
     """Another writer changed the state first (a lost optimistic-concurrency race); re-read and retry."""
 
 
+class AlreadySubmittedError(ConflictError):
+    """The run was submitted already, as another job run: a second job run id is refused, not retried."""
+
+
 class NotFoundError(AssetflowError, LookupError):
     """The asked-for record (run, pipeline, asset) does not exist."""
 

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
-from assetflow.core.errors import ConflictError, NotFoundError
+from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.scheduler import QueueEntry, Skip, advance, route_event
@@ -214,7 +214,9 @@ class Evaluator:
                 continue
             try:
                 self.store.mark_submitted(run.run_id, job_run_id)
-            except ConflictError as exc:
+            except AlreadySubmittedError as exc:
                 logger.warning("run already submitted", extra={"run_id": run.run_id, "error": str(exc)})
+            except ConflictError as exc:  # lost a race recording it: retried (the token keeps one job run)
+                failures.append(f"{run.run_id}: {exc}")
         if failures:
             raise SubmissionError("runs not submitted (kept, retried): " + "; ".join(failures))

@@ -17,7 +17,7 @@ from assetflow.adapters.emr import (
 )
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset, AssetAlias
-from assetflow.core.errors import AssetflowError, ConflictError, NotFoundError
+from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.pipeline import Pipeline
 from assetflow.usecases.evaluate import Evaluation, Evaluator
@@ -222,7 +222,7 @@ class RunStates:
             return None
         try:
             self.store.mark_submitted(run_id, job_run_id)
-        except ConflictError:
+        except AlreadySubmittedError:
             logger.error("job run is not its run's job", extra={**context, "run_id": run_id})
             return None
         except NotFoundError:

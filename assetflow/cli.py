@@ -532,6 +532,7 @@ def _runtime_options(args: argparse.Namespace, work_dir: Path) -> Any:
             work_dir=work_dir,
             launcher=args.launcher,
             max_concurrent_runs=args.max_concurrent_runs,
+            warm_workers=args.warm_workers,
             api_port=args.api_port,
             function_log=work_dir / "logs" / "functions.log",
         )
@@ -723,6 +724,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runtime_options.add_argument(
         "--max-concurrent-runs", type=int, default=2, metavar="N", help="Spark jobs at once (default 2)"
+    )
+    runtime_options.add_argument(
+        "--warm-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="Spark drivers kept started, each taking one job (default 1; 0: a cold spark-submit per run)",
     )
     runtime_options.add_argument("--api-port", type=int, metavar="PORT", help="the local HTTP API's port")
     dev = commands.add_parser("dev", help="the local runtime", description="the local runtime")

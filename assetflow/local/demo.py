@@ -358,7 +358,7 @@ def run_demo(
         sent = send_messages(runtime)
         print(
             f"  sent {sent['sqs']} SQS messages (one malformed), {sent['kafka']} Kafka records, "
-            f"{sent['api']} API event; waiting for the runs (Spark jobs take ~15 s each)",
+            f"{sent['api']} API event; waiting for the runs",
             file=out,
             flush=True,
         )

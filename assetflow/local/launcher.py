@@ -10,6 +10,7 @@ job-state function calls the evaluator back.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -36,9 +37,20 @@ from assetflow.core.events import Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.local import processes
 from assetflow.local.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
+from assetflow.local.spark_pool import (
+    SparkPool,
+    WarmDriverLostError,
+    WarmJob,
+    WarmJobRefusedError,
+)
 from assetflow.usecases.ports import SubmissionError
 from assetflow.versions import EMR_RELEASE_LABEL
-from spark_jobs.package import build_py_files_zip, local_spark_submit, local_submit_command
+from spark_jobs.package import (
+    LOCAL_SPARK_CONF,
+    build_py_files_zip,
+    local_spark_submit,
+    local_submit_command,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -384,6 +396,18 @@ class _SparkJob(_Job):
     process: subprocess.Popen[bytes] | None = None
 
 
+@dataclass(frozen=True)
+class _JobSpec:
+    """What a job run asks for, resolved to this machine's files."""
+
+    entry_point: Path
+    #: EMR's entryPointArguments: the job's own, then ``--assetflow-context URI``.
+    arguments: list[str]
+    spark_conf: dict[str, str]
+    #: The helper zip first, then the pipeline's own py-files.
+    py_files: list[str]
+
+
 def _failure_gist(log_path: Path, since: int) -> str:
     """The last error lines of a job's output (else its last lines), as one short line."""
     lines = [line.strip() for line in processes.log_tail(log_path, 80, since=since).splitlines()]
@@ -400,9 +424,17 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
     the pipeline's entry point (a file under ``repo_root``) with ``--py-files`` the helper zip, the local
     Spark settings and the job's own, and the job's arguments followed by ``--assetflow-context``, in its own
     process group with ``job_env`` as its environment (over this process's, minus AWS_*, PYTHONPATH and
-    SPARK_HOME). Its output goes to ``work_dir/logs/<pipeline>/<run_id>.log``, the command line first. The
+    SPARK_HOME). Its output goes to ``work_dir/logs/<pipeline>/<run_id>.log``, the job run line first. The
     states go to ``report``: SUBMITTED, RUNNING, then SUCCESS (exit 0) or FAILED (any other exit, or
     ``run_timeout`` seconds passed) with the last error lines as stateDetails.
+
+    With ``warm_workers`` > 0 a ``SparkPool`` (``pool``) keeps that many drivers started ahead, their
+    SparkSession created with the same master, settings and zip, in ``work_dir/warm/``. A job then runs on
+    a ready driver instead of a new spark-submit (the same arguments, environment, log and states; its own
+    Spark settings applied at runtime) and the driver exits after it, as spark-submit would. A job whose
+    settings Spark only takes at start (``spark.driver.memory``, ``spark.jars``, ``spark.submit.*``, any
+    setting that is not a runtime SQL setting) runs with spark-submit, as does every job while no driver
+    is ready or starting. Running jobs never exceed ``max_concurrent``; ready drivers wait beside them.
     """
 
     _name = "local-spark"
@@ -418,9 +450,12 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         master: str = "local[2]",
         report: StateReporter | None = None,
         run_timeout: float = 900.0,
+        warm_workers: int = 0,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
+        if warm_workers < 0:
+            raise ValueError(f"warm_workers must not be negative, got {warm_workers}")
         try:
             spark_submit = local_spark_submit()
         except ImportError as exc:
@@ -452,6 +487,18 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         ]
         for worker in self._workers:
             worker.start()
+        #: The warm drivers (None without ``warm_workers``).
+        self.pool: SparkPool | None = None
+        if warm_workers:
+            self.pool = SparkPool(
+                size=warm_workers,
+                python=self.job_env["PYSPARK_DRIVER_PYTHON"],
+                master=master,
+                spark_conf=LOCAL_SPARK_CONF,
+                py_files=[str(self.py_files)],
+                env=self.job_env,
+                work_dir=self.work_dir / "warm",
+            )
 
     def log_path(self, run_id: str) -> Path:
         """The log file of a run's job: ``work_dir/logs/<pipeline>/<run_id>.log``.
@@ -506,9 +553,12 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         return local
 
     def _command(self, pipeline: Pipeline, request: Mapping[str, Any]) -> list[str]:
+        return self._submit_command(self._spec(pipeline, request))
+
+    def _spec(self, pipeline: Pipeline, request: Mapping[str, Any]) -> _JobSpec:
         driver = request["jobDriver"]["sparkSubmit"]
-        *arguments, flag, context = driver["entryPointArguments"]
-        if flag != CONTEXT_ARGUMENT:
+        arguments = [str(argument) for argument in driver["entryPointArguments"]]
+        if arguments[-2:-1] != [CONTEXT_ARGUMENT]:
             raise _LocalJobError(f"the job request does not end with {CONTEXT_ARGUMENT} URI")
         conf: dict[str, str] = {}
         for item in request.get("configurationOverrides", {}).get("applicationConfiguration", []):
@@ -522,13 +572,22 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         py_files = [str(self.py_files)] + [
             str(self._local_file(p, "py-file")) for p in shipped if p and p != self.emr.py_files_uri
         ]
-        return local_submit_command(
-            self._local_file(pipeline.job.entry_point, "entry point"),
-            context,
+        return _JobSpec(
+            entry_point=self._local_file(pipeline.job.entry_point, "entry point"),
             arguments=arguments,
             spark_conf=conf,
+            py_files=py_files,
+        )
+
+    def _submit_command(self, spec: _JobSpec) -> list[str]:
+        *arguments, _, context = spec.arguments
+        return local_submit_command(
+            spec.entry_point,
+            context,
+            arguments=arguments,
+            spark_conf=spec.spark_conf,
             master=self.master,
-            py_files=",".join(py_files),
+            py_files=",".join(spec.py_files),
             spark_submit=self.spark_submit,
             context_last=True,
         )
@@ -549,20 +608,23 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
     def _execute(self, job: _SparkJob) -> None:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            command = self._command(job.pipeline, job.request)
+            spec = self._spec(job.pipeline, job.request)
         except _LocalJobError as exc:
             self._log(job, f"# job run {job.job_run_id} cannot start: {exc}")
             self._publish(job, "FAILED", state_details=str(exc)[:MAX_STATE_DETAILS])
             return
-        scratch = self.work_dir / "scratch" / job.pipeline.id / job.run_id
+        self._log(job, f"# job run {job.job_run_id} of run {job.run_id}")
+        if self.pool is not None and self._execute_warm(job, spec, self.pool):
+            return
+        command = self._submit_command(spec)
+        scratch = self._scratch(job)
         scratch.mkdir(parents=True, exist_ok=True)
-        self._log(job, f"# job run {job.job_run_id} of run {job.run_id}\n$ {shlex.join(command)}")
+        self._log(job, f"$ {shlex.join(command)}")
         since = processes.log_size(job.log_path)
         began = time.monotonic()
         with self._lock:
             if self._closed:
                 return
-            # Each job runs in its own working folder: Spark's Derby metastore and warehouse would collide.
             job.process = processes.spawn(command, log_path=job.log_path, env=self.job_env, cwd=scratch)
         self._publish(job, "RUNNING")
         try:
@@ -586,12 +648,85 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         details = f"spark-submit exited with status {status}: {_failure_gist(job.log_path, since)}"
         self._publish(job, "FAILED", state_details=details[:MAX_STATE_DETAILS])
 
+    def _execute_warm(self, job: _SparkJob, spec: _JobSpec, pool: SparkPool) -> bool:
+        """Run the job on a warm driver; False when it must run with spark-submit instead."""
+        refused = pool.refused_settings(spec.spark_conf)
+        if refused:
+            self._log(job, f"# spark-submit: {', '.join(refused)} cannot be set on a warm Spark driver")
+            return False
+        driver = pool.acquire()
+        if driver is None:
+            return False
+        ready_for = time.monotonic() - (driver.ready_at or time.monotonic())
+        conf = " ".join(f"{key}={value}" for key, value in spec.spark_conf.items())
+        header = (
+            f"# warm Spark driver pid {driver.pid}, master {self.master}, ready {ready_for:.1f} s before"
+            f" this job (its own log: {driver.log_path})\n"
+            f"# runs {shlex.join([str(spec.entry_point), *spec.arguments])}"
+            + (f" with runtime settings {conf}" if conf else "")
+            + "\n"
+        )
+        since = processes.log_size(job.log_path)
+        began = time.monotonic()
+        try:
+            driver.offer(
+                WarmJob(
+                    entry_point=spec.entry_point,
+                    arguments=spec.arguments,
+                    env=self.job_env,
+                    log_path=job.log_path,
+                    spark_conf=spec.spark_conf,
+                    py_files=spec.py_files[1:],
+                    log_header=header,
+                )
+            )
+        except WarmJobRefusedError as exc:
+            self._log(job, f"# spark-submit: {', '.join(exc.keys)} cannot be set on a warm Spark driver")
+            return False
+        except WarmDriverLostError as exc:
+            logger.warning("warm driver lost, running the job cold", extra={"run_id": job.run_id})
+            self._log(job, f"# spark-submit: {exc}")
+            return False
+        # When the launcher is closing, closing the pool stops this driver too.
+        if not self._closed:
+            scratch = self._scratch(job)
+            scratch.parent.mkdir(parents=True, exist_ok=True)
+            # The job's folder is the driver's own (its JVM works there); the run's scratch path names it.
+            with contextlib.suppress(OSError):
+                scratch.symlink_to(driver.folder, target_is_directory=True)
+            self._publish(job, "RUNNING")
+        outcome = driver.result(self.run_timeout)
+        if outcome is None:
+            driver.kill(timeout=5.0)
+        seconds = time.monotonic() - began
+        if self._closed:
+            self._log(job, f"# stopped after {seconds:.1f} s: the launcher closed")
+            return True
+        if outcome is None:
+            self._log(job, f"# killed after {seconds:.1f} s: over the run timeout of {self.run_timeout:g} s")
+            self._publish(job, "FAILED", state_details=f"Job run timed out after {self.run_timeout:g} s")
+            return True
+        self._log(job, f"# exit status {outcome.status} after {seconds:.1f} s")
+        if outcome.status == 0:
+            self._publish(job, "SUCCESS")
+            return True
+        gist = outcome.summary or _failure_gist(job.log_path, since)
+        details = f"the warm Spark driver exited with status {outcome.status}: {gist}"
+        self._publish(job, "FAILED", state_details=details[:MAX_STATE_DETAILS])
+        return True
+
+    def _scratch(self, job: _SparkJob) -> Path:
+        # Each job runs in its own working folder: Spark's Derby metastore and warehouse would collide.
+        return self.work_dir / "scratch" / job.pipeline.id / job.run_id
+
     @staticmethod
     def _log(job: _SparkJob, line: str) -> None:
         with job.log_path.open("a", encoding="utf-8") as log:
             log.write(f"{line}\n")
 
     def _stop(self, deadline: float) -> None:
+        if self.pool is not None:
+            self.pool.close(timeout=max(0.1, deadline - time.monotonic()))
         with self._lock:
             running = [
                 job.process

@@ -99,6 +99,8 @@ class RuntimeOptions:
     repo_root: Path = REPO_ROOT
     launcher: Launcher = "spark"
     max_concurrent_runs: int = 2
+    #: Spark drivers kept started and waiting for a job (one job per driver; the spark launcher only).
+    warm_workers: int = 1
     dynamodb_port: int | None = None
     moto_port: int | None = None
     kafka_port: int | None = None
@@ -113,6 +115,8 @@ class RuntimeOptions:
             raise ValueError(f"launcher must be 'spark' or 'emr-api', not {self.launcher!r}")
         if self.max_concurrent_runs < 1:
             raise ValueError("max_concurrent_runs must be at least 1")
+        if self.warm_workers < 0:
+            raise ValueError("warm_workers must be 0 or more")
 
 
 class LocalRuntime:
@@ -374,6 +378,7 @@ class LocalRuntime:
             work_dir=self.work_dir,
             job_env=self._job_env(),
             max_concurrent=self.options.max_concurrent_runs,
+            warm_workers=self.options.warm_workers,
             master=f"local[{max(1, min(2, os.cpu_count() or 1))}]",
         )
 

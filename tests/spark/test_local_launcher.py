@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import threading
 import time
 import uuid
@@ -19,8 +20,8 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 
 from assetflow import Asset, Pipeline, SparkJob
 from assetflow.adapters.emr import EmrServerlessLauncher, outlet_metadata_uri, read_outlet_metadata
-from assetflow.core.events import Run, RunState
-from assetflow.local import LOCAL_ACCOUNT_ID, LOCAL_AWS_ENV, LOCAL_REGION, MotoServer, client
+from assetflow.core.events import AssetEvent, Run, RunState
+from assetflow.local import LOCAL_ACCOUNT_ID, LOCAL_AWS_ENV, LOCAL_REGION, MotoServer, client, spark_pool
 from assetflow.local.launcher import (
     JOB_STATE_DETAIL_TYPE,
     JOB_STATE_SOURCE,
@@ -30,6 +31,10 @@ from assetflow.local.launcher import (
 )
 from assetflow.usecases.ports import SubmissionError
 from assetflow.versions import EMR_RELEASE_LABEL
+from spark_jobs import sample_data
+from spark_jobs.common import CURATED_DELIVERIES, LANDING_DELIVERIES
+from spark_jobs.package import REPO_ROOT
+from tests.spark.test_spark_pool import FAKE_DRIVER, live_members
 
 ROLE = f"arn:aws:iam::{LOCAL_ACCOUNT_ID}:role/assetflow-jobs"
 LANDING = Asset("s3://lake/landing/tiny")
@@ -58,6 +63,16 @@ began = time.time()
 time.sleep(float(sys.argv[2]))
 with open(sys.argv[1], "w") as out:
     out.write(f"{began} {time.time()}")
+"""
+# Writes when its first line ran (epoch seconds), then counts a few rows.
+FIRST_LINE_JOB = """
+import sys, time
+began = time.time()
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.appName("first-line").getOrCreate()
+rows = spark.range(10).count()
+with open(sys.argv[1], "w") as out:
+    out.write(f"{began} {rows}")
 """
 # Writes its pid, then sleeps for a long time.
 SLEEPING_JOB = """
@@ -100,6 +115,11 @@ class Reports:
     def wait_for_state(self, job_run_id: str, states: set[str], timeout: float = SPARK_TIMEOUT) -> str:
         self.wait_for(lambda: bool(set(self.states(job_run_id)) & states), timeout)
         return next(s for s in self.states(job_run_id) if s in states)
+
+    def reported_at(self, job_run_id: str, state: str) -> float:
+        """When the launcher reported a state (epoch seconds, from the event's updatedAt)."""
+        (detail,) = [e["detail"] for e in self.of(job_run_id) if e["detail"]["state"] == state]
+        return datetime.strptime(detail["updatedAt"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +176,7 @@ def project(tmp_path: Path) -> Path:
         ("failing.py", FAILING_JOB),
         ("timed.py", TIMED_JOB),
         ("sleeping.py", SLEEPING_JOB),
+        ("first_line.py", FIRST_LINE_JOB),
     ):
         (jobs / name).write_text(code)
     return tmp_path / "project"
@@ -458,3 +479,237 @@ def test_emr_api_launcher_reports_moto_success_and_retries_a_failing_reporter(
         launcher.close()
     with pytest.raises(SubmissionError):
         launcher.submit(new_run("tiny"), tiny)
+
+
+# ---- warm Spark drivers ------------------------------------------------------------------------------
+
+
+def wait_until_warm(launcher: LocalSparkLauncher) -> None:
+    assert launcher.pool is not None
+    assert launcher.pool.wait_ready(timeout=SPARK_TIMEOUT), "no warm driver became ready"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_deliveries_etl_runs_unchanged_on_a_warm_driver(
+    emr_client: Any, s3_client: Any, tmp_path: Path, moto: MotoServer
+) -> None:
+    # Given: sample deliveries in the local folder of the demo bucket, and a launcher with a warm driver
+    bucket = tmp_path / "assetflow-demo"
+    bodies = sample_data.write_delivery_files(bucket / "landing" / "deliveries", deliveries=1)
+    runs_bucket = f"runs-{uuid.uuid4().hex[:10]}"
+    s3_client.create_bucket(Bucket=runs_bucket)
+    emr = EmrServerlessLauncher(
+        emr_client=emr_client,
+        s3_client=s3_client,
+        application_id=emr_client.create_application(
+            name=runs_bucket, releaseLabel=EMR_RELEASE_LABEL, type="SPARK", clientToken=runs_bucket
+        )["applicationId"],
+        execution_role_arn=ROLE,
+        runs_bucket=runs_bucket,
+        events_table="assetflow-events",
+        region=LOCAL_REGION,
+        path_map={"s3://assetflow-demo/": str(bucket)},
+    )
+    reports = Reports()
+    launcher = LocalSparkLauncher(
+        emr=emr,
+        repo_root=REPO_ROOT,
+        work_dir=tmp_path / "work",
+        job_env=dict(LOCAL_AWS_ENV) | {"AWS_ENDPOINT_URL_S3": moto.endpoint},
+        report=reports,
+        warm_workers=1,
+    )
+    try:
+        wait_until_warm(launcher)
+        etl = Pipeline(
+            "deliveries_etl",
+            schedule=[Asset(LANDING_DELIVERIES)],
+            job=SparkJob("spark_jobs/deliveries_etl.py"),
+            outlets=[Asset(CURATED_DELIVERIES)],
+        )
+        landed = AssetEvent(
+            asset=LANDING_DELIVERIES,
+            id="m-1",
+            timestamp=datetime(2026, 11, 21, 15, tzinfo=UTC),
+            extra={"payload": json.loads(bodies[0]), "message": {"queue": "landing", "message_id": "m-1"}},
+            source={"type": "watcher", "watcher": "landing", "kind": "sqs"},
+        )
+        run = Run(
+            run_id=f"deliveries_etl-{uuid.uuid4().hex[:12]}",
+            pipeline="deliveries_etl",
+            state=RunState.QUEUED,
+            created_at=datetime.now(UTC),
+            triggering_asset_events={LANDING_DELIVERIES: (landed,)},
+        )
+
+        # When
+        job_run_id = launcher.submit(run, etl)
+
+        # Then: the job succeeded on the warm driver, with the outlet metadata of a spark-submit run
+        assert reports.wait_for_state(job_run_id, {"SUCCESS", "FAILED"}) == "SUCCESS", launcher.log_path(
+            run.run_id
+        ).read_text()[-3000:]
+        assert reports.states(job_run_id) == ["SUBMITTED", "RUNNING", "SUCCESS"]
+        log = launcher.log_path(run.run_id).read_text()
+        assert log.splitlines()[1].startswith("# warm Spark driver pid ")
+        assert "\n$ " not in log and "outlet metadata written" in log
+        metadata = read_outlet_metadata(
+            s3_client, outlet_metadata_uri(runs_bucket, "deliveries_etl", run.run_id)
+        )
+        assert metadata is not None
+        assert [(e["asset"], e["extra"]) for e in metadata["events"]] == [
+            (
+                CURATED_DELIVERIES,
+                {"row_count": 8, "rejected_rows": 4, "duplicate_rows": 1, "delivery_ids": ["d-001"]},
+            )
+        ]
+        assert list((bucket / "curated" / "deliveries").rglob("*.parquet"))
+    finally:
+        launcher.close()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_static_settings_run_cold_and_close_stops_warm_drivers_and_their_jobs(
+    make_launcher: Callable[..., LocalSparkLauncher], tmp_path: Path
+) -> None:
+    # Given: a warm driver, ready
+    reports = Reports()
+    launcher = make_launcher(report=reports, warm_workers=1)
+    wait_until_warm(launcher)
+    assert launcher.pool is not None
+    (ready,) = launcher.pool._idle
+
+    # When: a job asks for a setting Spark takes only at start
+    static = Pipeline(
+        "static",
+        schedule=[LANDING],
+        job=SparkJob(
+            "jobs/timed.py", (str(tmp_path / "static.txt"), "0"), spark_conf={"spark.driver.memory": "1g"}
+        ),
+        outlets=[OUT],
+    )
+    static_run = new_run("static")
+    static_id = launcher.submit(static_run, static)
+
+    # Then: it runs with spark-submit (the setting on its command line) and the driver stays ready
+    assert reports.wait_for_state(static_id, {"SUCCESS", "FAILED"}) == "SUCCESS"
+    assert reports.states(static_id) == ["SUBMITTED", "RUNNING", "SUCCESS"]
+    lines = launcher.log_path(static_run.run_id).read_text().splitlines()
+    assert lines[1] == "# spark-submit: spark.driver.memory cannot be set on a warm Spark driver"
+    assert lines[2].startswith("$ ") and "--conf spark.driver.memory=1g" in lines[2]
+    assert launcher.pool._idle == [ready]
+
+    # When: a long job runs on the warm driver, and the launcher closes
+    pid_file = tmp_path / "pid"
+    sleepy_run = new_run("sleepy")
+    sleepy_id = launcher.submit(sleepy_run, pipeline("sleepy", "jobs/sleeping.py", str(pid_file)))
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert int(pid_file.read_text()) == ready.pid
+    reports.wait_for_state(sleepy_id, {"RUNNING"}, timeout=10)
+    starting = [d for d in launcher.pool._drivers if d is not ready]
+    assert len(starting) == 1  # its replacement
+    began = time.monotonic()
+    launcher.close(timeout=10)
+
+    # Then: the job's driver, its JVM and the replacement are gone, and nothing more was reported
+    assert time.monotonic() - began < 10
+    time.sleep(0.5)
+    assert [live_members(driver.pid) for driver in (ready, *starting)] == [[], []]
+    assert reports.states(sleepy_id) == ["SUBMITTED", "RUNNING"]
+    assert "the launcher closed" in launcher.log_path(sleepy_run.run_id).read_text()
+    assert launcher.pool.acquire() is None
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_warm_drivers_start_jobs_sooner_than_spark_submit(
+    make_launcher: Callable[..., LocalSparkLauncher], tmp_path: Path
+) -> None:
+    """Submit to RUNNING, to the job's first line and to SUCCESS for a small job: cold, then warm."""
+    measured: dict[str, list[tuple[float, float, float]]] = {"cold": [], "warm": []}
+    for kind, warm_workers in (("cold", 0), ("warm", 1)):
+        reports = Reports()
+        launcher = make_launcher(report=reports, warm_workers=warm_workers, max_concurrent=1)
+        for i in range(3):
+            if warm_workers:
+                wait_until_warm(launcher)  # each run finds a ready driver, as between the demo's runs
+            mark = tmp_path / f"{kind}-{i}.txt"
+            run = new_run(f"{kind}{i}")
+            submitted = time.time()
+            job_run_id = launcher.submit(run, pipeline(f"{kind}{i}", "jobs/first_line.py", str(mark)))
+            assert reports.wait_for_state(job_run_id, {"SUCCESS", "FAILED"}) == "SUCCESS"
+            first_line, rows = mark.read_text().split()
+            assert rows == "10"
+            measured[kind].append(
+                (
+                    reports.reported_at(job_run_id, "RUNNING") - submitted,
+                    float(first_line) - submitted,
+                    reports.reported_at(job_run_id, "SUCCESS") - submitted,
+                )
+            )
+        launcher.close()
+
+    medians = {
+        kind: [statistics.median(sample[i] for sample in samples) for i in range(3)]
+        for kind, samples in measured.items()
+    }
+    for kind, (running, first_line, success) in medians.items():
+        print(
+            f"{kind}: median of {len(measured[kind])}: RUNNING after {running:.2f} s, first job line after"
+            f" {first_line:.2f} s, SUCCESS after {success:.2f} s; all: {measured[kind]}"
+        )
+    assert medians["warm"][1] < medians["cold"][1]
+    assert medians["warm"][2] < medians["cold"][2]
+
+
+@pytest.mark.integration
+def test_a_warm_job_over_the_run_timeout_is_stopped_and_fails(
+    emr: EmrServerlessLauncher,
+    project: Path,
+    tmp_path: Path,
+    moto: MotoServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given: a warm driver (a stand-in that speaks the driver's protocol, without Spark) and jobs that hang
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -r requirements-spark.txt)")
+    script = tmp_path / "fake_driver.py"
+    script.write_text(FAKE_DRIVER)
+    monkeypatch.setattr(spark_pool, "WORKER_SCRIPT", script)
+    reports = Reports()
+    launcher = LocalSparkLauncher(
+        emr=emr,
+        repo_root=project,
+        work_dir=tmp_path / "work",
+        job_env=dict(LOCAL_AWS_ENV) | {"AWS_ENDPOINT_URL_S3": moto.endpoint, "FAKE_SLEEP": "60"},
+        report=reports,
+        run_timeout=1.0,
+        warm_workers=1,
+    )
+    try:
+        wait_until_warm(launcher)
+        assert launcher.pool is not None
+        (driver,) = launcher.pool._idle
+        run = new_run("hangs")
+
+        # When
+        job_run_id = launcher.submit(run, pipeline("hangs", "jobs/timed.py", "x", "1"))
+
+        # Then
+        assert reports.wait_for_state(job_run_id, {"SUCCESS", "FAILED"}, timeout=30) == "FAILED"
+        assert reports.states(job_run_id) == ["SUBMITTED", "RUNNING", "FAILED"]
+        assert reports.of(job_run_id)[-1]["detail"]["stateDetails"] == "Job run timed out after 1 s"
+        lines = launcher.log_path(run.run_id).read_text().splitlines()
+        assert lines[1].startswith(f"# warm Spark driver pid {driver.pid}")
+        assert lines[3].startswith(f"ran {project / 'jobs' / 'timed.py'} x 1 --assetflow-context s3://")
+        assert "over the run timeout of 1 s" in lines[-1]
+        assert driver.wait(10) and live_members(driver.pid) == []
+        assert launcher.stats() == {"queued": 0, "running": 0, "succeeded": 0, "failed": 1}
+    finally:
+        launcher.close()

@@ -1,0 +1,1 @@
+"""Benchmarks of assetflow: run them as ``python -m benchmarks.<name> [--quick]`` from the repository root."""

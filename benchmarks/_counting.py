@@ -1,0 +1,307 @@
+"""Counting what a workload would be billed for: AWS requests by service and operation, DynamoDB capacity units,
+SQS and EventBridge 64 KB chunks, S3 request classes, and Lambda invocations with their GB-seconds.
+
+Attach a ``RequestCounter`` to boto3 clients (``counter.attach(client)``): it registers botocore event hooks
+on the client's ``meta.events``, so the code under measurement runs unchanged:
+
+- ``provide-client-params``: asks DynamoDB for ``ReturnConsumedCapacity`` on every operation that takes it
+  (``INDEXES``: table and global secondary indexes), and notes what a request's billing depends on (the
+  entries of an EventBridge ``PutEvents``, the items of a transaction);
+- ``after-call``: one call per operation, whether it failed, the capacity DynamoDB reports, the payload of
+  SQS messages received (SQS bills each 64 KB chunk of a request's or response's payload as a request).
+
+DynamoDB does not report capacity for a write whose condition failed (or a cancelled transaction), yet AWS
+bills those writes. They are estimated instead, at the minimum of one write unit per item (two in a
+transaction), and kept apart as ``estimated_write_units``. Likewise DynamoDB Local reports no units for a
+read that finds nothing, where AWS bills its minimum (one unit per request or key, half for an eventually
+consistent read): the difference is ``estimated_read_units``. Lambda invocations are not AWS calls here (the
+runtime, or a benchmark, calls the handlers directly): record them with ``record_invocation``.
+
+``counts()`` gives the totals in the shape ``benchmarks.cost.cost_per_million`` prices. The burst benchmark
+(issue 6, item 2) uses the same counter: attach it to the clients of the runtime's dependencies and read
+``counts()`` after the burst.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: SQS requests and EventBridge events are billed per 64 KB chunk of payload.
+CHUNK_BYTES = 64 * 1024
+
+#: S3 request classes for pricing: PUT, COPY, POST, LIST (and their kin) vs GET, SELECT and the rest of the
+#: reads. DELETE and lifecycle transitions to Standard are free.
+S3_TIER1 = frozenset(
+    {
+        "PutObject",
+        "CopyObject",
+        "PostObject",
+        "ListObjects",
+        "ListObjectsV2",
+        "ListObjectVersions",
+        "ListBuckets",
+        "ListMultipartUploads",
+        "ListParts",
+        "CreateMultipartUpload",
+        "UploadPart",
+        "UploadPartCopy",
+        "CompleteMultipartUpload",
+        "CreateBucket",
+        "PutBucketPolicy",
+        "PutBucketVersioning",
+        "PutObjectTagging",
+    }
+)
+S3_FREE = frozenset({"DeleteObject", "DeleteObjects", "AbortMultipartUpload"})
+
+#: DynamoDB operations that write (for estimating the units of failed conditional writes).
+_DYNAMODB_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"})
+#: DynamoDB reads and the least AWS bills for each (per request; BatchGetItem per key).
+_DYNAMODB_READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem"})
+
+
+@dataclass
+class OperationTally:
+    """What one service operation cost so far."""
+
+    calls: int = 0
+    errors: int = 0
+    #: SQS: 64 KB chunks of the larger of request and response; EventBridge PutEvents: entries by 64 KB.
+    billed_requests: int = 0
+    read_units: float = 0.0
+    write_units: float = 0.0
+    #: Writes that failed their condition: AWS bills them, DynamoDB does not report them (see the module doc).
+    estimated_write_units: float = 0.0
+    #: Reads reported below AWS's minimum (DynamoDB Local reports 0 for a miss; AWS bills one unit per
+    #: request or key, half for an eventually consistent read).
+    estimated_read_units: float = 0.0
+
+
+@dataclass
+class FunctionTally:
+    """Invocations of one Lambda function and the duration they would be billed for."""
+
+    invocations: int = 0
+    billed_ms: int = 0
+    gb_seconds: float = 0.0
+    records: int = 0
+
+
+def _capacities(parsed: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    consumed = parsed.get("ConsumedCapacity")
+    if consumed is None:
+        return []
+    return list(consumed) if isinstance(consumed, list) else [consumed]
+
+
+def _units(capacity: Mapping[str, Any], key: str) -> float:
+    # With INDEXES, DynamoDB reports the table's and each index's units and their sum in CapacityUnits;
+    # ReadCapacityUnits/WriteCapacityUnits only split them when the operation both reads and writes.
+    value = capacity.get(key)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _size(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode())
+    return len(json.dumps(value, default=str).encode())
+
+
+def _sqs_payload(fields: Mapping[str, Any]) -> int:
+    """The message payload of an SQS request's parameters or response: bodies and message attributes."""
+    messages = [fields, *(fields.get("Entries") or []), *(fields.get("Messages") or [])]
+    return sum(
+        _size(m.get("MessageBody") or m.get("Body")) + _size(m.get("MessageAttributes")) for m in messages
+    )
+
+
+class RequestCounter:
+    """Tallies requests per (service, operation), DynamoDB capacity, chunks and Lambda invocations.
+
+    Thread-safe: clients shared by threads, or several clients, may report to one counter.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._operations: dict[tuple[str, str], OperationTally] = {}
+        self._functions: dict[str, FunctionTally] = {}
+        self._log_bytes = 0
+        self._paused = 0
+
+    # ---- wiring ----------------------------------------------------------------------------------------
+
+    def attach(self, client: Any) -> Any:
+        """Count every call ``client`` makes from now on; returns the client (``counter.attach(boto3...)``)."""
+        events = client.meta.events
+        events.register("provide-client-params", self._on_params, unique_id=f"count-params-{id(self)}")
+        events.register("after-call", self._on_after_call, unique_id=f"count-after-{id(self)}")
+        return client
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Calls made inside the block are not counted (set-up and checks around the measured work)."""
+        with self._lock:
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+
+    def _on_params(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        service = model.service_model.service_name
+        if service == "dynamodb":
+            if "ReturnConsumedCapacity" in model.input_shape.members:
+                params.setdefault("ReturnConsumedCapacity", "INDEXES")
+            if model.name == "TransactWriteItems":
+                context["count_items"] = len(params.get("TransactItems") or [])
+            elif model.name == "BatchWriteItem":
+                context["count_items"] = sum(len(v) for v in (params.get("RequestItems") or {}).values())
+            elif model.name == "BatchGetItem":
+                requests = (params.get("RequestItems") or {}).values()
+                context["count_min_read_units"] = sum(
+                    len(r.get("Keys") or []) * (1.0 if r.get("ConsistentRead") else 0.5) for r in requests
+                )
+            elif model.name in _DYNAMODB_READS:
+                context["count_min_read_units"] = 1.0 if params.get("ConsistentRead") else 0.5
+        elif service == "sqs":
+            context["count_payload_bytes"] = _sqs_payload(params)
+        elif service == "events" and model.name == "PutEvents":
+            context["count_chunks"] = sum(
+                max(1, math.ceil(_size(entry) / CHUNK_BYTES)) for entry in params.get("Entries") or []
+            )
+
+    def _on_after_call(
+        self, http_response: Any, parsed: Mapping[str, Any], model: Any, context: dict[str, Any], **_: Any
+    ) -> None:
+        service, operation = model.service_model.service_name, model.name
+        failed = "Error" in parsed or getattr(http_response, "status_code", 200) >= 300
+        with self._lock:
+            if self._paused:
+                return
+            tally = self._operations.setdefault((service, operation), OperationTally())
+            tally.calls += 1
+            tally.errors += int(failed)
+            if service == "sqs":
+                biggest = max(int(context.get("count_payload_bytes", 0)), _sqs_payload(parsed))
+                tally.billed_requests += max(1, math.ceil(biggest / CHUNK_BYTES))
+            elif service == "events":
+                tally.billed_requests += int(context.get("count_chunks", 1))
+            else:
+                tally.billed_requests += 1
+            if service != "dynamodb":
+                return
+            capacities = _capacities(parsed)
+            read = write = 0.0
+            for capacity in capacities:
+                if "ReadCapacityUnits" in capacity or "WriteCapacityUnits" in capacity:
+                    read += _units(capacity, "ReadCapacityUnits")
+                    write += _units(capacity, "WriteCapacityUnits")
+                elif operation in _DYNAMODB_WRITES or operation == "TransactWriteItems":
+                    write += _units(capacity, "CapacityUnits")
+                else:
+                    read += _units(capacity, "CapacityUnits")
+            tally.read_units += read
+            tally.write_units += write
+            minimum = float(context.get("count_min_read_units", 0.0))
+            if operation in _DYNAMODB_READS and read < minimum:
+                tally.estimated_read_units += minimum - read
+            if failed and not capacities:
+                if operation == "TransactWriteItems":
+                    tally.estimated_write_units += 2.0 * int(context.get("count_items", 1))
+                elif operation in _DYNAMODB_WRITES:
+                    tally.estimated_write_units += float(context.get("count_items", 1))
+
+    # ---- what is not an AWS call here ------------------------------------------------------------------
+
+    def record_invocation(self, function: str, *, memory_mb: int, seconds: float, records: int = 0) -> None:
+        """Count one Lambda invocation of ``function`` that ran ``seconds`` (billed per started millisecond)."""
+        billed_ms = max(1, math.ceil(seconds * 1000))
+        with self._lock:
+            if self._paused:
+                return
+            tally = self._functions.setdefault(function, FunctionTally())
+            tally.invocations += 1
+            tally.billed_ms += billed_ms
+            tally.gb_seconds += memory_mb / 1024 * billed_ms / 1000
+            tally.records += records
+
+    def record_log_bytes(self, count: int) -> None:
+        """Count bytes the functions logged (CloudWatch Logs ingestion is billed per GB)."""
+        with self._lock:
+            if not self._paused:
+                self._log_bytes += count
+
+    # ---- reading ---------------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget everything counted so far."""
+        with self._lock:
+            self._operations.clear()
+            self._functions.clear()
+            self._log_bytes = 0
+
+    def operations(self) -> dict[str, dict[str, dict[str, float]]]:
+        """``{service: {operation: tally}}``, sorted, as plain JSON."""
+        with self._lock:
+            found: dict[str, dict[str, dict[str, float]]] = {}
+            for (service, operation), tally in sorted(self._operations.items()):
+                found.setdefault(service, {})[operation] = asdict(tally)
+            return found
+
+    def functions(self) -> dict[str, dict[str, float]]:
+        """``{function: {"invocations", "billed_ms", "gb_seconds", "records"}}``."""
+        with self._lock:
+            return {name: asdict(tally) for name, tally in sorted(self._functions.items())}
+
+    def counts(self) -> dict[str, float]:
+        """The totals that ``benchmarks.cost.cost_per_million`` prices (see ``cost.COUNT_KEYS``)."""
+        with self._lock:
+            operations = dict(self._operations)
+            functions = dict(self._functions)
+            log_bytes = self._log_bytes
+
+        def total(service: str, field: str, only: frozenset[str] | None = None) -> float:
+            return float(
+                sum(
+                    getattr(tally, field)
+                    for (svc, op), tally in operations.items()
+                    if svc == service and (only is None or op in only)
+                )
+            )
+
+        s3_all = total("s3", "calls")
+        s3_tier1 = total("s3", "calls", S3_TIER1)
+        s3_free = total("s3", "calls", S3_FREE)
+        return {
+            "lambda_invocations": float(sum(f.invocations for f in functions.values())),
+            "lambda_gb_seconds": float(sum(f.gb_seconds for f in functions.values())),
+            "dynamodb_read_units": total("dynamodb", "read_units")
+            + total("dynamodb", "estimated_read_units"),
+            "dynamodb_write_units": total("dynamodb", "write_units")
+            + total("dynamodb", "estimated_write_units"),
+            "dynamodb_requests": total("dynamodb", "calls"),
+            "sqs_requests": total("sqs", "billed_requests"),
+            "s3_tier1_requests": s3_tier1,
+            "s3_tier2_requests": s3_all - s3_tier1 - s3_free,
+            "eventbridge_events": total("events", "billed_requests", frozenset({"PutEvents"})),
+            "emr_api_requests": total("emr-serverless", "calls"),
+            "log_bytes": float(log_bytes),
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything counted: the priced totals, per operation and per function (for a benchmark's JSON)."""
+        return {"counts": self.counts(), "operations": self.operations(), "functions": self.functions()}
+
+
+__all__ = ["CHUNK_BYTES", "FunctionTally", "OperationTally", "RequestCounter"]

@@ -223,7 +223,14 @@ def _create_queue(sqs: Any, name: str, attributes: Mapping[str, str]) -> tuple[s
     attributes = dict(attributes)
     if name.endswith(".fifo"):
         attributes["FifoQueue"] = "true"
-    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    try:
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    except sqs.exceptions.QueueNameExists:
+        # It exists with other settings (an older definition): bring it to these, as a stack update would.
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        changeable = {k: v for k, v in attributes.items() if k != "FifoQueue"}
+        if changeable:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes=changeable)
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return str(url), str(arn)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -73,6 +74,30 @@ def read_parquet_if_exists(spark: SparkSession, path: str) -> DataFrame | None:
             logger.info("no parquet data yet path=%s", path)
             return None
         raise
+
+
+def read_parquet_snapshot(
+    spark: SparkSession, path: str, *, attempts: int = 4, wait_seconds: float = 2.0
+) -> DataFrame | None:
+    """Read another pipeline's Parquet output as a snapshot taken now (None when nothing is written yet).
+
+    The producing pipeline may be overwriting the dataset while this job runs (its next run started after
+    the event that triggered this one): reading lazily could then meet files that are gone. The rows are
+    materialised at once, and a read that races with an overwrite is tried again after the writer is done.
+
+    Raises:
+        Exception: the last read failure when every attempt met a dataset being rewritten.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            frame = read_parquet_if_exists(spark, path)
+            return None if frame is None else frame.localCheckpoint(eager=True)
+        except Exception as exc:  # Py4J wraps the JVM's FileNotFoundException in several ways
+            if attempt == attempts or "FileNotFound" not in f"{type(exc).__name__} {exc}":
+                raise
+            logger.info("dataset rewritten while read, trying again path=%s attempt=%d", path, attempt)
+            time.sleep(wait_seconds * attempt)
+    return None
 
 
 def read_csv_if_exists(spark: SparkSession, path: str, schema: StructType) -> DataFrame | None:

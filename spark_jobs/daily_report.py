@@ -15,7 +15,7 @@ from spark_jobs.common import (
     DAILY_REPORT,
     OPS_DASHBOARD,
     configure_logging,
-    read_parquet_if_exists,
+    read_parquet_snapshot,
     spark_session,
 )
 
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         created = ctx.created_at or datetime.now(timezone.utc)
         trigger = trigger_of(ctx)
         with spark_session("assetflow-daily-report") as spark:
-            dashboard = read_parquet_if_exists(spark, ctx.path(OPS_DASHBOARD))
+            dashboard = read_parquet_snapshot(spark, ctx.path(OPS_DASHBOARD))
             row_count = 0
             if dashboard is not None:
                 report = report_frame(

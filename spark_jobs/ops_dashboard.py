@@ -16,7 +16,7 @@ from spark_jobs.common import (
     IOT_READINGS,
     OPS_DASHBOARD,
     configure_logging,
-    read_parquet_if_exists,
+    read_parquet_snapshot,
     spark_session,
 )
 
@@ -89,8 +89,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with run(argv) as ctx:
         parse_args(ctx.args)
         with spark_session("assetflow-ops-dashboard") as spark:
-            curated = read_parquet_if_exists(spark, ctx.path(CURATED_DELIVERIES))
-            readings = read_parquet_if_exists(spark, ctx.path(IOT_READINGS))
+            curated = read_parquet_snapshot(spark, ctx.path(CURATED_DELIVERIES))
+            readings = read_parquet_snapshot(spark, ctx.path(IOT_READINGS))
             dashboard = build_dashboard(spark, curated, readings).cache()
             row_count = dashboard.count()
             dashboard.coalesce(1).write.mode("overwrite").parquet(ctx.path(OPS_DASHBOARD))

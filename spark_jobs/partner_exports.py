@@ -16,7 +16,7 @@ from spark_jobs.common import (
     EXPORTS_PREFIX,
     PARTNER_EXPORTS_ALIAS,
     configure_logging,
-    read_parquet_if_exists,
+    read_parquet_snapshot,
     spark_session,
 )
 
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         exported: dict[str, int] = {}
         if delivery_ids:
             with spark_session("assetflow-partner-exports") as spark:
-                curated = read_parquet_if_exists(spark, ctx.path(CURATED_DELIVERIES))
+                curated = read_parquet_snapshot(spark, ctx.path(CURATED_DELIVERIES))
                 if curated is not None:
                     rows = export_rows(curated, delivery_ids).cache()
                     exported = write_exports(rows, ctx.path)

@@ -129,6 +129,24 @@ class Evaluator:
                 self._backoff(attempt)
         return operation()
 
+    def _mark_submitted(self, run_id: str, job_run_id: str) -> None:
+        """Record the job run id, retrying lost races (another writer touched the run at the same time).
+
+        Raises:
+            AlreadySubmittedError: the run has another job run id.
+            ConflictError: still contended after every attempt.
+        """
+        for attempt in range(self.max_attempts):
+            try:
+                self.store.mark_submitted(run_id, job_run_id)
+                return
+            except AlreadySubmittedError:
+                raise
+            except ConflictError:
+                if attempt == self.max_attempts - 1:
+                    raise
+                self._backoff(attempt)
+
     def _backoff(self, attempt: int) -> None:
         # Full jitter keeps racing evaluators from retrying in lockstep.
         self._sleep(min(1.0, 0.01 * 2**attempt) * (0.5 + self._rng.random()))
@@ -213,10 +231,10 @@ class Evaluator:
                 failures.append(f"{run.run_id}: {exc}")
                 continue
             try:
-                self.store.mark_submitted(run.run_id, job_run_id)
+                self._mark_submitted(run.run_id, job_run_id)
             except AlreadySubmittedError as exc:
                 logger.warning("run already submitted", extra={"run_id": run.run_id, "error": str(exc)})
-            except ConflictError as exc:  # lost a race recording it: retried (the token keeps one job run)
+            except ConflictError as exc:  # still contended: retried later (the token keeps one job run)
                 failures.append(f"{run.run_id}: {exc}")
         if failures:
             raise SubmissionError("runs not submitted (kept, retried): " + "; ".join(failures))

@@ -1132,7 +1132,7 @@ def test_the_kafka_poller_survives_a_broker_restart(tmp_path: Path, pollers: lis
         produce(broker, "restarts", [{"value": b"after"}])
 
         eventually(
-            lambda: seen == [b"before", b"after"], timeout=40, what="the record sent after the restart"
+            lambda: seen == [b"before", b"after"], timeout=90, what="the record sent after the restart"
         )
         assert poller.running
         poller.stop()

@@ -464,7 +464,7 @@ class DynamoDbLocal(Emulator):
 
 
 class MotoServer(Emulator):
-    """moto's server (`python -m moto.server -H 127.0.0.1 -p P` with this interpreter).
+    """moto's server (`python -m assetflow.local.moto_server -H 127.0.0.1 -p P`: moto's, SQS made linear).
 
     Serves SQS, S3, EventBridge, EMR Serverless and every other service moto has on one endpoint.
     """
@@ -501,7 +501,7 @@ class MotoServer(Emulator):
 
     def command(self) -> list[str]:
         """Return the moto server command line."""
-        return [self.python, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
+        return [self.python, "-m", "assetflow.local.moto_server", "-H", self.host, "-p", str(self.port)]
 
     def _moto_api(self, path: str, *, method: str = "GET", timeout: float = 5.0) -> Any:
         request = urllib.request.Request(f"{self.endpoint}/moto-api/{path}", method=method)  # noqa: S310

@@ -1,0 +1,118 @@
+"""moto's server, with its SQS queues made cheap per message for bursts (``python -m assetflow.local.moto_server``).
+
+moto 5.2's SQS does work proportional to the queue's depth for every message sent or received: ``send_message``
+reads ``queue.attributes`` (three passes over every message, each message reading the clock through
+``datetime``), ``receive_message`` computes every queue attribute again for each message it returns (the
+retention check), and ``delete_message`` scans the whole queue twice. A backlog of 10,000 messages then takes
+the emulator hours to drain, which measures moto, not assetflow.
+
+``patch_sqs`` keeps moto's behaviour and changes only the cost: one clock read per pass, the retention period
+read from the queue, and a delete that stops at the message it deletes. The counts stay exact. It checks that
+the moto it patches has what it replaces (the version is pinned in ``requirements-local.txt``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+#: The moto version these patches were written against and checked on.
+PATCHED_MOTO = "5.2.5"
+
+
+def _now_ms() -> float:
+    # moto's unix_time_millis() through datetime, without the datetime objects: UTC epoch milliseconds.
+    return time.time() * 1000.0
+
+
+def patch_sqs() -> None:
+    """Replace moto's per-depth SQS paths with per-message ones; idempotent.
+
+    Raises:
+        RuntimeError: the installed moto is not the one these patches fit.
+    """
+    import moto
+    from moto.sqs import models
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+
+    if getattr(models, "_assetflow_patched", False):
+        return
+    if moto.__version__ != PATCHED_MOTO:
+        raise RuntimeError(f"assetflow patches moto {PATCHED_MOTO}'s SQS; found moto {moto.__version__}")
+    message_cls: Any = models.Message
+    queue_cls: Any = models.Queue
+    backend_cls: Any = models.SQSBackend
+
+    def visible(self: Any) -> bool:
+        return bool(_now_ms() > self.visible_at)
+
+    def delayed(self: Any) -> bool:
+        return bool(_now_ms() < self.delayed_until)
+
+    def messages(self: Any) -> list[Any]:
+        now = _now_ms()
+        return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
+
+    def number_delayed(self: Any) -> int:
+        now = _now_ms()
+        return sum(1 for m in self._messages if now < m.delayed_until)
+
+    def number_not_visible(self: Any) -> int:
+        now = _now_ms()
+        return sum(1 for m in self._messages if not now > m.visible_at)
+
+    def number_visible(self: Any) -> int:
+        now = _now_ms()
+        return sum(1 for m in self._messages if now > m.visible_at and not now < m.delayed_until)
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        if receipt_handle in self.deleted_messages:
+            return  # already deleted: deleting again is fine, as on SQS
+        current: Sequence[Any] = self._messages
+        for index, message in enumerate(current):
+            if message.receipt_handle == receipt_handle or receipt_handle in message._old_receipt_handles:
+                self.pending_messages.discard(message)
+                self.deleted_messages.update(message.all_receipt_handles)
+                # A new list, as moto does: a receive iterating the old one meanwhile is not disturbed.
+                self._messages = [*current[:index], *current[index + 1 :]]
+                return
+        raise ReceiptHandleIsInvalid()
+
+    def retention_valid(self: Any, queue_name: str, message: Any) -> bool:
+        queue = self.get_queue(queue_name)
+        retain_until = int(queue.message_retention_period) + message.sent_timestamp / 1000
+        return bool(retain_until > time.time())
+
+    for owner, name in (
+        (message_cls, "visible"),
+        (message_cls, "delayed"),
+        (queue_cls, "messages"),
+        (queue_cls, "approximate_number_of_messages"),
+        (queue_cls, "delete_message"),
+        (backend_cls, "is_message_valid_based_on_retention_period"),
+    ):
+        if not hasattr(owner, name):
+            raise RuntimeError(f"moto's {owner.__name__} has no {name}: the SQS patches do not fit")
+    message_cls.visible = property(visible)
+    message_cls.delayed = property(delayed)
+    queue_cls.messages = property(messages)
+    queue_cls.approximate_number_of_messages_delayed = property(number_delayed)
+    queue_cls.approximate_number_of_messages_not_visible = property(number_not_visible)
+    queue_cls.approximate_number_of_messages = property(number_visible)
+    queue_cls.delete_message = delete_message
+    backend_cls.is_message_valid_based_on_retention_period = retention_valid
+    models._assetflow_patched = True  # type: ignore[attr-defined]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Patch moto's SQS, then run moto's server with these arguments."""
+    patch_sqs()
+    from moto.server import main as moto_main
+
+    moto_main(list(argv) if argv is not None else sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,13 +213,7 @@ class Ingest(Construct):
             )
             if secret is None:
                 self._grant_msk_iam_access(ingest.role, cluster.msk_cluster_arn, source.topic, group_id)
-            acknowledge(
-                ingest,
-                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AWSLambdaMSKExecutionRole]",
-                "ManagedKafkaEventSource attaches AWS's policy for MSK triggers (the pollers' cluster discovery and "
-                "network interfaces); reading the topic is granted separately on the cluster, topic and group ARNs.",
-            )
+            self._grant_msk_trigger(ingest, cluster.msk_cluster_arn)
         else:
             event_source = sources.SelfManagedKafkaEventSource(
                 bootstrap_servers=list(cluster.bootstrap_servers),
@@ -234,6 +229,20 @@ class Ingest(Construct):
                 **common,
             )
         ingest.function.add_event_source(event_source)
+        if cluster.msk_cluster_arn is not None:
+            # ManagedKafkaEventSource attaches AWSLambdaMSKExecutionRole (every action on '*'); what the
+            # trigger needs is granted above on the cluster, the account's interfaces and the log group.
+            role = ingest.role.node.default_child
+            if not isinstance(role, iam.CfnRole):
+                raise TypeError(f"ingest role of {name!r} is not a CfnRole")
+            role.add_property_deletion_override("ManagedPolicyArns")
+            acknowledge(
+                ingest,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaMSKExecutionRole]",
+                "ManagedKafkaEventSource attaches AWS's policy for MSK triggers; the template drops it (override "
+                "above) and grants its actions on the cluster, the account's interfaces and the log group.",
+            )
         acknowledge_dlq_sender(ingest)
         return WatcherIngest(watcher=name, kind="kafka", function=ingest, queue=None, dlq=dlq)
 
@@ -257,19 +266,15 @@ class Ingest(Construct):
                 "@aws-cdk/aws-ec2:noSubnetRouteTableId",
                 "Only the subnet id is passed to the Kafka mapping; its route table is never read.",
             )
-        self._grant_network_interfaces(ingest.role, access.subnet_ids, access.security_group_id)
-        acknowledge(
+        stack = Stack.of(scope)
+        self._grant_network_interfaces(
             ingest,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-            "network-interface/*]",
-            "Lambda's Kafka pollers create and delete their own network interfaces, whose ids are not known "
-            "in advance; creation is also limited to the configured subnets and security group.",
-        )
-        acknowledge(
-            ingest,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Besides X-Ray, the pollers' ec2:Describe* calls (network interfaces, VPCs, subnets, security groups) "
-            "support no resource-level permissions.",
+            subnet_arns=[
+                stack.format_arn(service="ec2", resource=f"subnet/{sid}") for sid in access.subnet_ids
+            ],
+            security_group_arns=[
+                stack.format_arn(service="ec2", resource=f"security-group/{access.security_group_id}")
+            ],
         )
         return {
             "vpc": vpc,
@@ -307,14 +312,44 @@ class Ingest(Construct):
             )
         )
 
+    @classmethod
+    def _grant_msk_trigger(cls, ingest: ServiceFunction, cluster_arn: str) -> None:
+        """What Lambda's MSK trigger needs, scoped: cluster discovery on the cluster, the pollers' interfaces.
+
+        The MSK cluster's subnets and security groups are not in the configuration, so the interfaces are
+        granted on the account's subnets and security groups of this region (still not '*'). Logs go to the
+        function's own log group, which ``ServiceFunction`` already grants.
+        """
+        stack = Stack.of(ingest.role)
+        ingest.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DiscoverMskCluster",
+                actions=["kafka:DescribeCluster", "kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers"],
+                resources=[cluster_arn],
+            )
+        )
+        cls._grant_network_interfaces(
+            ingest,
+            subnet_arns=[stack.format_arn(service="ec2", resource="subnet", resource_name="*")],
+            security_group_arns=[
+                stack.format_arn(service="ec2", resource="security-group", resource_name="*")
+            ],
+        )
+        for kind in ("subnet", "security-group"):
+            acknowledge(
+                ingest,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:{kind}/*]",
+                "The MSK cluster's subnets and security groups are not in the configuration; the trigger's "
+                "interfaces may use any of this account's in the region.",
+            )
+
     @staticmethod
     def _grant_network_interfaces(
-        role: iam.IRole, subnet_ids: tuple[str, ...], security_group_id: str
+        ingest: ServiceFunction, *, subnet_arns: Sequence[str], security_group_arns: Sequence[str]
     ) -> None:
+        """Let the Kafka pollers create and delete their network interfaces in these subnets and groups."""
+        role = ingest.role
         stack = Stack.of(role)
-
-        def ec2_arn(resource: str) -> str:
-            return stack.format_arn(service="ec2", resource=resource)
 
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -330,10 +365,23 @@ class Ingest(Construct):
                 actions=["ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface"],
                 resources=[
                     stack.format_arn(service="ec2", resource="network-interface", resource_name="*"),
-                    *(ec2_arn(f"subnet/{sid}") for sid in subnet_ids),
-                    ec2_arn(f"security-group/{security_group_id}"),
+                    *subnet_arns,
+                    *security_group_arns,
                 ],
             )
+        )
+        acknowledge(
+            ingest,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+            "network-interface/*]",
+            "Lambda's Kafka pollers create and delete their own network interfaces, whose ids are not known "
+            "in advance; creation is also limited to the granted subnets and security groups.",
+        )
+        acknowledge(
+            ingest,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Besides X-Ray, the pollers' ec2:Describe* calls (network interfaces, VPCs, subnets, security groups) "
+            "support no resource-level permissions.",
         )
 
 

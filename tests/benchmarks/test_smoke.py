@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
 
 
-def run_quick(name: str, results: Path) -> tuple[int, dict[str, Any], float]:
+def run_quick(name: str, results: Path, *, timeout: float = TIMEOUT) -> tuple[int, dict[str, Any], float]:
     """Run ``python -m benchmarks.<name> --quick`` into ``results``; its exit status, JSON and seconds."""
     started = time.monotonic()
     done = subprocess.run(
@@ -26,7 +26,7 @@ def run_quick(name: str, results: Path) -> tuple[int, dict[str, Any], float]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=TIMEOUT,
+        timeout=timeout,
         check=False,
     )
     seconds = time.monotonic() - started

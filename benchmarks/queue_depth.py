@@ -1,11 +1,12 @@
 """Evaluator time per event as the queue of a waiting ``a & b`` pipeline grows (issue 6, burst follow-up).
 
-An ``a & b`` pipeline whose b never comes keeps every event of a in its queue. The store reads a queue's
-whole current generation for each transition (``DynamoDbStore.read_queue``), so the evaluator's time per
-event of a grows with the backlog, and a burst into such a queue costs time quadratic in its size. This
-measures it: the queue is filled to each depth directly through the store's transitions (untimed), then
-``Evaluator.handle_event`` is timed for further events of a at that depth; at the deepest, one event of b
-makes the run that consumes the whole queue (timed once per run).
+An ``a & b`` pipeline whose b has not come keeps every event of a in its queue. The evaluator used to read
+the queue's whole current generation for each event (``DynamoDbStore.read_queue``), so its time per event
+grew with the backlog and a burst into such a queue cost time quadratic in its size. It now judges from the
+queue head's summary (assets, aliases, count) whether the event leaves the queue waiting, and then only
+appends (``DynamoDbStore.append_entries``). This measures it: the queue is filled to each depth directly
+through the store's transitions (untimed), then ``Evaluator.handle_event`` is timed for further events of a at
+that depth; at the deepest, one event of b makes the run that consumes the whole queue (timed once per run).
 
 Run: ``.venv/bin/python -m benchmarks.queue_depth [--quick] [--runs N] [--depths 10 1000 5000 10000]``.
 """

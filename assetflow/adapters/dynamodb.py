@@ -154,6 +154,57 @@ class StoredQueue:
     generation: int
 
 
+@dataclass(frozen=True)
+class QueueSummary:
+    """What a queue holds, kept on its head so that adding to a waiting queue needs no read of its entries."""
+
+    assets: frozenset[str]
+    aliases: frozenset[str]
+    entries: int
+
+    @classmethod
+    def of(cls, entries: Sequence[QueueEntry]) -> QueueSummary:
+        """The summary of these entries."""
+        state = QueueState("", entries=tuple(entries))
+        return cls(state.assets(), state.aliases(), len(entries))
+
+    def with_entries(self, entries: Sequence[QueueEntry]) -> QueueSummary:
+        """The summary once these entries are added."""
+        added = QueueSummary.of(entries)
+        return QueueSummary(
+            self.assets | added.assets, self.aliases | added.aliases, self.entries + added.entries
+        )
+
+    def to_json(self) -> str:
+        """The head attribute's value."""
+        return json.dumps(
+            {"assets": sorted(self.assets), "aliases": sorted(self.aliases), "entries": self.entries}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> QueueSummary:
+        """Read a head attribute's value."""
+        doc = json.loads(text)
+        return cls(frozenset(doc["assets"]), frozenset(doc["aliases"]), int(doc["entries"]))
+
+
+@dataclass(frozen=True)
+class QueueHead:
+    """A queue's head item alone: its version, generation, held ticks and summary.
+
+    ``summary`` is None when the head's summary is not of its current version (a queue written before summaries
+    were kept, or changed by a writer that does not keep them, such as ``clear_queue``): read the entries.
+    """
+
+    pipeline: str
+    key: str
+    version: int
+    generation: int
+    pending_ticks: tuple[datetime, ...]
+    last_tick: datetime | None
+    summary: QueueSummary | None
+
+
 class DynamoDbStore:
     """Reads and writes every record of assetflow in one DynamoDB table."""
 
@@ -503,10 +554,34 @@ class DynamoDbStore:
     def _entry_sk(generation: int, entry: QueueEntry) -> str:
         return f"G#{generation:010d}#E#{format_timestamp(entry.event.timestamp)}#{entry.event.id}"
 
-    def read_queue(self, pipeline: str, key: str = "") -> StoredQueue:
-        """A queue's state: its head (version, generation, ticks) and the entries of its current generation."""
+    def read_queue_head(self, pipeline: str, key: str = "") -> QueueHead:
+        """A queue's head item (one consistent read), without its entries."""
         head = self._get(f"PIPELINE#{pipeline}", f"QUEUE#{key}") or {}
-        generation = int(head.get("generation", 0))
+        version = int(head.get("version", 0))
+        last_tick = head.get("last_tick")
+        summary = None
+        if "summary" in head and int(head.get("summary_version", -1)) == version:
+            summary = QueueSummary.from_json(head["summary"])
+        elif version == 0:
+            summary = QueueSummary(frozenset(), frozenset(), 0)  # a queue never written holds nothing
+        return QueueHead(
+            pipeline=pipeline,
+            key=key,
+            version=version,
+            generation=int(head.get("generation", 0)),
+            pending_ticks=tuple(parse_timestamp(t) for t in head.get("pending_ticks", [])),
+            last_tick=parse_timestamp(last_tick) if last_tick else None,
+            summary=summary,
+        )
+
+    def read_queue(self, pipeline: str, key: str = "", *, head: QueueHead | None = None) -> StoredQueue:
+        """A queue's state: its head (version, generation, ticks) and the entries of its current generation.
+
+        ``head``, when given, is the head just read with ``read_queue_head`` (not read again).
+        """
+        if head is None:
+            head = self.read_queue_head(pipeline, key)
+        generation = head.generation
         entries = tuple(
             QueueEntry(AssetEvent.from_json(json.loads(i["event"]["S"])), tuple(_plain(i["aliases"])))
             for i in self._query(
@@ -518,14 +593,13 @@ class DynamoDbStore:
                 ConsistentRead=True,
             )
         )
-        last_tick = head.get("last_tick")
         state = QueueState(
             pipeline=pipeline,
             key=key,
-            version=int(head.get("version", 0)),
+            version=head.version,
             entries=entries,
-            pending_ticks=tuple(parse_timestamp(t) for t in head.get("pending_ticks", [])),
-            last_tick=parse_timestamp(last_tick) if last_tick else None,
+            pending_ticks=head.pending_ticks,
+            last_tick=head.last_tick,
         )
         return StoredQueue(state, generation)
 
@@ -582,8 +656,12 @@ class DynamoDbStore:
             ":g": _n(generation),
             ":ticks": {"L": [_s(format_timestamp(x)) for x in t.after.pending_ticks]},
             ":pending": _n(len(t.after.entries) + len(t.after.pending_ticks)),
+            ":summary": _s(QueueSummary.of(t.after.entries).to_json()),
         }
-        head_update = "SET version = :v, generation = :g, pending_ticks = :ticks, pending = :pending"
+        head_update = (
+            "SET version = :v, generation = :g, pending_ticks = :ticks, pending = :pending, "
+            "summary = :summary, summary_version = :v"
+        )
         if t.after.last_tick is not None:
             head_update += ", last_tick = :lt"
             head_values[":lt"] = _s(format_timestamp(t.after.last_tick))
@@ -605,35 +683,9 @@ class DynamoDbStore:
         )
         consumed_ids = {e.event.id for e in t.consumed}
         for entry in t.added:
-            expires = _n(_epoch(entry.event.timestamp + DEDUPE_TTL))
-            writes.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            "pk": _s(queue_pk),
-                            "sk": _s(f"SEEN#{entry.event.id}"),
-                            "expires_at": expires,
-                        },
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
-            if not pipeline.batch and entry.event.id in consumed_ids:
-                continue  # a batch=False event consumed at once never needs a queue entry
-            writes.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            "pk": _s(queue_pk),
-                            "sk": _s(self._entry_sk(stored.generation, entry)),
-                            "event": _s(json.dumps(entry.event.to_json(), sort_keys=True)),
-                            "aliases": {"L": [_s(a) for a in entry.aliases]},
-                        },
-                    }
-                }
-            )
+            # A batch=False event consumed at once never needs a queue entry, only its seen marker.
+            queued = pipeline.batch or entry.event.id not in consumed_ids
+            writes += self._entry_writes(queue_pk, stored.generation, entry, queued=queued)
         if not pipeline.batch:
             added_ids = {e.event.id for e in t.added}
             for entry in t.consumed:
@@ -669,6 +721,90 @@ class DynamoDbStore:
                 f"a transition of {len(writes)} writes exceeds DynamoDB's 100; feed fewer entries at once"
             )
         self._call("transact_write_items", TransactItems=writes)
+
+    def append_entries(
+        self, pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]
+    ) -> QueueSummary:
+        """Add entries to a batch queue that they leave waiting, from its head alone (no read of its entries).
+
+        For when the head's summary shows the schedule stays unsatisfied with the entries added and no ticks
+        are held: the core's transition is then exactly "queue them". One transaction, conditional on the
+        head's version and on each entry being new; returns the new summary.
+
+        Raises:
+            ConflictError: the queue changed, or an entry was queued meanwhile; read again.
+            ValueError: not a batch pipeline, a head without a current summary or with held ticks, or too many
+                entries for one transaction.
+        """
+        if not pipeline.batch or head.summary is None or head.pending_ticks:
+            raise ValueError(f"queue {pipeline.id}/{head.key or '-'} cannot take entries from its head alone")
+        if not entries or 1 + 2 * len(entries) > 100:
+            raise ValueError(f"{len(entries)} entries: give 1 to 49 at once")
+        summary = head.summary.with_entries(entries)
+        version = head.version + 1
+        queue_pk = self._queue_pk(pipeline.id, head.key)
+        values: dict[str, Any] = {
+            ":v": _n(version),
+            ":g": _n(head.generation),
+            ":pending": _n(summary.entries),
+            ":summary": _s(summary.to_json()),
+            ":before": _n(head.version),
+        }
+        writes: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(f"PIPELINE#{pipeline.id}"), "sk": _s(f"QUEUE#{head.key}")},
+                    "UpdateExpression": (
+                        "SET version = :v, generation = :g, pending = :pending, summary = :summary, "
+                        "summary_version = :v"
+                    ),
+                    "ConditionExpression": (
+                        "attribute_not_exists(version) OR version = :before"
+                        if head.version == 0
+                        else "version = :before"
+                    ),
+                    "ExpressionAttributeValues": values,
+                }
+            }
+        ]
+        for entry in entries:
+            writes += self._entry_writes(queue_pk, head.generation, entry, queued=True)
+        self._call("transact_write_items", TransactItems=writes)
+        return summary
+
+    def _entry_writes(
+        self, queue_pk: str, generation: int, entry: QueueEntry, *, queued: bool
+    ) -> list[dict[str, Any]]:
+        """The writes that add an entry: its seen marker (once per queue, ever) and, when queued, the entry."""
+        writes: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": _s(queue_pk),
+                        "sk": _s(f"SEEN#{entry.event.id}"),
+                        "expires_at": _n(_epoch(entry.event.timestamp + DEDUPE_TTL)),
+                    },
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        ]
+        if queued:
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _s(queue_pk),
+                            "sk": _s(self._entry_sk(generation, entry)),
+                            "event": _s(json.dumps(entry.event.to_json(), sort_keys=True)),
+                            "aliases": {"L": [_s(a) for a in entry.aliases]},
+                        },
+                    }
+                }
+            )
+        return writes
 
     def _run_put(self, run: Run, queue_pk: str, generation: int, batch: bool) -> dict[str, Any]:
         created = format_timestamp(run.created_at)

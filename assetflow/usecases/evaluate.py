@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.adapters.dynamodb import DynamoDbStore, QueueHead
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
@@ -164,10 +164,21 @@ class Evaluator:
         pending_entries = list(entries)
         pending_ticks = list(ticks)
         for attempt in range(self.max_attempts):
-            stored = self.store.read_queue(pipeline.id, key)
+            head = self.store.read_queue_head(pipeline.id, key)
             if pending_entries:
                 seen = self.store.already_queued(pipeline.id, key, [e.event.id for e in pending_entries])
                 pending_entries = [e for e in pending_entries if e.event.id not in seen]
+            if pending_entries and not pending_ticks and self._stays_waiting(pipeline, head, pending_entries):
+                # The core would only queue them: add them from the head alone, without reading the queue,
+                # so an event of a long-waiting queue (a & b, b not yet come) costs the same as any other.
+                try:
+                    self.store.append_entries(pipeline, head, pending_entries)
+                except ConflictError:
+                    result.conflicts += 1
+                    self._backoff(attempt)
+                    continue
+                return created
+            stored = self.store.read_queue(pipeline.id, key, head=head)
             transition = advance(
                 pipeline,
                 stored.state,
@@ -201,6 +212,19 @@ class Evaluator:
         raise ConflictError(
             f"queue {pipeline.id}/{key or '-'} stayed contended after {self.max_attempts} attempts"
         )
+
+    @staticmethod
+    def _stays_waiting(pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]) -> bool:
+        """Whether adding ``entries`` to this batch queue makes no run, judged from the head's summary.
+
+        True only when the summary is current, no tick is held, at most 49 entries come (one transaction)
+        and the schedule's condition stays unsatisfied with them; otherwise the queue is read and the core
+        decides.
+        """
+        if not pipeline.batch or head.summary is None or head.pending_ticks or len(entries) > 49:
+            return False
+        summary = head.summary.with_entries(entries)
+        return not pipeline.condition.evaluate(summary.assets, summary.aliases)
 
     def _submit(self, runs: Sequence[Run], *, also_retry: set[str]) -> None:
         failures: list[str] = []

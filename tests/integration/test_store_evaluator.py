@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline as PipelineType
+from assetflow.core.scheduler import QueueEntry
 from assetflow.core.schedules import DailyMapper
 from assetflow.usecases.evaluate import Evaluator, SubmissionError
 from assetflow.usecases.ports import SubmissionRejectedError
@@ -298,3 +300,77 @@ def test_a_lost_race_is_not_taken_for_a_duplicate(store: DynamoDbStore, dynamodb
     with pytest.raises(ConflictError):
         racy.add_alias_resolution("x", A.uri, now=T0)
     assert racy.add_alias_resolution("x", A.uri, now=T0) is True
+
+
+class QueryCounter:
+    """Wraps a DynamoDB client and counts the Query calls that read a queue's entries, by queue."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.entry_reads: Counter[str] = Counter()
+
+    def query(self, **kwargs: Any) -> Any:
+        values = kwargs.get("ExpressionAttributeValues", {})
+        queue = values.get(":p", {}).get("S", "")
+        if queue.startswith("QUEUE#") and values.get(":g", {}).get("S", "").startswith("G#"):
+            self.entry_reads[queue] += 1
+        return self._client.query(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_waiting_queue_takes_events_without_being_read(store: DynamoDbStore, dynamodb_client: Any) -> None:
+    # Given an a & b pipeline (and a plain pipeline on a) on a store whose queue reads are counted
+    counted = QueryCounter(dynamodb_client)
+    watched = DynamoDbStore(counted, store.table)
+    both = Pipeline("both", schedule=A & B, job=JOB)
+    evaluator = evaluator_for(watched, both, Pipeline("just_a", schedule=A, job=JOB))
+    # When 30 events of a arrive (one redelivered), then one of b
+    events = [emit(store, A, n) for n in range(30)]
+    for event in events:
+        assert [r.pipeline for r in evaluator.handle_event(event).runs] == ["just_a"]
+    evaluator.handle_event(events[7])
+    waiting_reads = dict(counted.entry_reads)
+    run = evaluator.handle_event(emit(store, B, 99)).runs
+    # Then the waiting queue was not read for new events (just_a's queue, satisfied each time, was), and b's event
+    # made one run of every event of a, once
+    head = store.read_queue_head("both")
+    assert head.summary is None or head.summary.entries == 0
+    # (once, for the redelivery: with nothing new to queue, the core looks at the queue as it is)
+    assert waiting_reads.get("QUEUE#both#", 0) == 1
+    assert waiting_reads["QUEUE#just_a#"] >= 31  # read for each event (and its runs' triggering events)
+    assert [r.pipeline for r in run] == ["both"]
+    full = store.get_run(run[0].run_id)
+    assert [e.id for e in full.triggering_asset_events[A.uri]] == [e.id for e in events]
+    assert store.list_queue("both") == []
+
+
+def test_a_queue_changed_without_its_summary_is_read_again(store: DynamoDbStore) -> None:
+    both = Pipeline("both", schedule=A & B, job=JOB)
+    evaluator = evaluator_for(store, both)
+    for n in range(3):
+        evaluator.handle_event(emit(store, A, n))
+    head = store.read_queue_head("both")
+    assert head.summary is not None and head.summary.entries == 3 and head.summary.assets == {A.uri}
+    # clear_queue does not keep the summary: its version moves on, the summary no longer counts
+    assert store.clear_queue(both, A.uri) == 3
+    assert store.read_queue_head("both").summary is None
+    evaluator.handle_event(emit(store, A, 3))  # read whole, and the summary written again
+    head = store.read_queue_head("both")
+    assert head.summary is not None and head.summary.entries == 1
+    run = evaluator.handle_event(emit(store, B, 4)).runs
+    assert [e.id for e in store.get_run(run[0].run_id).triggering_events] == ["e00003", "e00004"]
+
+
+def test_appending_from_a_stale_head_loses_the_race(store: DynamoDbStore) -> None:
+    both = Pipeline("both", schedule=A & B, job=JOB)
+    evaluator = evaluator_for(store, both)
+    evaluator.handle_event(emit(store, A, 0))
+    stale = store.read_queue_head("both")
+    evaluator.handle_event(emit(store, A, 1))
+    with pytest.raises(ConflictError):
+        store.append_entries(both, stale, [QueueEntry(emit(store, A, 2))])
+    with pytest.raises(ValueError, match="cannot take entries"):
+        store.append_entries(Pipeline("one", schedule=A, job=JOB, batch=False), stale, [])
+    assert store.read_queue_head("both").summary.entries == 2  # type: ignore[union-attr]

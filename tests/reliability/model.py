@@ -28,12 +28,12 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from assetflow.adapters.dynamodb import DynamoDbStore, StoredQueue
+from assetflow.adapters.dynamodb import DynamoDbStore, QueueHead, QueueSummary, StoredQueue
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.errors import ConflictError
 from assetflow.core.events import Run, format_timestamp
 from assetflow.core.pipeline import Pipeline
-from assetflow.core.scheduler import Transition
+from assetflow.core.scheduler import QueueEntry, Transition
 from assetflow.local import LOCAL_CLIENT_KWARGS, LOCAL_REGION
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -157,6 +157,19 @@ class Applied:
             ),
             runs=tuple((r.run_id, ids) for r, ids in runs if r.scheduled_time is None),
             tick_runs=tuple((r.run_id, ids) for r, ids in runs if r.scheduled_time is not None),
+        )
+
+    @classmethod
+    def queued(cls, pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]) -> Applied:
+        """Record a committed append (entries queued from the head alone, no run)."""
+        return cls(
+            pipeline=pipeline.id,
+            key=head.key,
+            before=head.version,
+            added=tuple(
+                (e.event.id, e.event.asset, e.aliases, format_timestamp(e.event.timestamp)) for e in entries
+            ),
+            runs=(),
         )
 
 
@@ -518,6 +531,24 @@ class RecordingStore(DynamoDbStore):
                 with self._lock:
                     self.crashes += 1
                 raise Crash(f"died after committing {pipeline.id} version {transition.after.version}")
+
+    def append_entries(
+        self, pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]
+    ) -> QueueSummary:
+        """Append as the real store does (a transition that only queues); record it.
+
+        Raises:
+            ConflictError: as the real store.
+        """
+        try:
+            summary = super().append_entries(pipeline, head, entries)
+        except ConflictError:
+            with self._lock:
+                self.conflicts += 1
+            raise
+        with self._lock:
+            self.applied.append(Applied.queued(pipeline, head, entries))
+        return summary
 
     def drain(self) -> tuple[list[Applied], int]:
         """The transitions recorded and the conflicts counted since the last call."""

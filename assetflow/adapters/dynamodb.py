@@ -154,6 +154,10 @@ class StoredQueue:
     generation: int
 
 
+#: Entries one append may take: its transaction holds the head and two writes per entry (DynamoDB: 100).
+MAX_APPEND = 49
+
+
 @dataclass(frozen=True)
 class QueueSummary:
     """What a queue holds, kept on its head so that adding to a waiting queue needs no read of its entries."""
@@ -203,6 +207,18 @@ class QueueHead:
     pending_ticks: tuple[datetime, ...]
     last_tick: datetime | None
     summary: QueueSummary | None
+
+    def appended(self, pipeline: Pipeline, entries: Sequence[QueueEntry]) -> QueueSummary | None:
+        """The summary once ``entries`` are appended from this head alone, or None when they cannot be.
+
+        They can be for a batch queue whose summary is of this version, with no tick held, and 1 to
+        ``MAX_APPEND`` entries (the head and two writes per entry in one transaction).
+        """
+        if not pipeline.batch or self.summary is None or self.pending_ticks:
+            return None
+        if not 0 < len(entries) <= MAX_APPEND:
+            return None
+        return self.summary.with_entries(entries)
 
 
 class DynamoDbStore:
@@ -733,14 +749,15 @@ class DynamoDbStore:
 
         Raises:
             ConflictError: the queue changed, or an entry was queued meanwhile; read again.
-            ValueError: not a batch pipeline, a head without a current summary or with held ticks, or too many
-                entries for one transaction.
+            ValueError: ``head.appended`` says they cannot be appended from the head alone.
         """
-        if not pipeline.batch or head.summary is None or head.pending_ticks:
-            raise ValueError(f"queue {pipeline.id}/{head.key or '-'} cannot take entries from its head alone")
-        if not entries or 1 + 2 * len(entries) > 100:
-            raise ValueError(f"{len(entries)} entries: give 1 to 49 at once")
-        summary = head.summary.with_entries(entries)
+        summary = head.appended(pipeline, entries)
+        if summary is None:
+            raise ValueError(
+                f"queue {pipeline.id}/{head.key or '-'} cannot take entries from its head alone "
+                f"({len(entries)} entries; batch queues with a current summary and no held tick take 1 to "
+                f"{MAX_APPEND})"
+            )
         version = head.version + 1
         queue_pk = self._queue_pk(pipeline.id, head.key)
         values: dict[str, Any] = {

@@ -217,14 +217,11 @@ class Evaluator:
     def _stays_waiting(pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]) -> bool:
         """Whether adding ``entries`` to this batch queue makes no run, judged from the head's summary.
 
-        True only when the summary is current, no tick is held, at most 49 entries come (one transaction)
-        and the schedule's condition stays unsatisfied with them; otherwise the queue is read and the core
-        decides.
+        True only when the head can take them alone (``QueueHead.appended``) and the schedule's condition
+        stays unsatisfied with them; otherwise the queue is read and the core decides.
         """
-        if not pipeline.batch or head.summary is None or head.pending_ticks or len(entries) > 49:
-            return False
-        summary = head.summary.with_entries(entries)
-        return not pipeline.condition.evaluate(summary.assets, summary.aliases)
+        summary = head.appended(pipeline, entries)
+        return summary is not None and not pipeline.condition.evaluate(summary.assets, summary.aliases)
 
     def _submit(self, runs: Sequence[Run], *, also_retry: set[str]) -> None:
         failures: list[str] = []

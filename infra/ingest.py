@@ -229,20 +229,6 @@ class Ingest(Construct):
                 **common,
             )
         ingest.function.add_event_source(event_source)
-        if cluster.msk_cluster_arn is not None:
-            # ManagedKafkaEventSource attaches AWSLambdaMSKExecutionRole (every action on '*'); what the
-            # trigger needs is granted above on the cluster, the account's interfaces and the log group.
-            role = ingest.role.node.default_child
-            if not isinstance(role, iam.CfnRole):
-                raise TypeError(f"ingest role of {name!r} is not a CfnRole")
-            role.add_property_deletion_override("ManagedPolicyArns")
-            acknowledge(
-                ingest,
-                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                "AWSLambdaMSKExecutionRole]",
-                "ManagedKafkaEventSource attaches AWS's policy for MSK triggers; the template drops it (override "
-                "above) and grants its actions on the cluster, the account's interfaces and the log group.",
-            )
         acknowledge_dlq_sender(ingest)
         return WatcherIngest(watcher=name, kind="kafka", function=ingest, queue=None, dlq=dlq)
 
@@ -316,10 +302,26 @@ class Ingest(Construct):
     def _grant_msk_trigger(cls, ingest: ServiceFunction, cluster_arn: str) -> None:
         """What Lambda's MSK trigger needs, scoped: cluster discovery on the cluster, the pollers' interfaces.
 
-        The MSK cluster's subnets and security groups are not in the configuration, so the interfaces are
-        granted on the account's subnets and security groups of this region (still not '*'). Logs go to the
-        function's own log group, which ``ServiceFunction`` already grants.
+        ManagedKafkaEventSource attaches AWSLambdaMSKExecutionRole (every action on '*') when it binds; the
+        template drops it (a deletion override, which applies at synthesis whatever the order) and this grants
+        its actions instead. The MSK cluster's subnets and security groups are not in the configuration, so
+        the interfaces are granted on the account's subnets and security groups of this region (still not
+        '*'). Logs go to the function's own log group, which ``ServiceFunction`` already grants.
+
+        Raises:
+            TypeError: the function's role is not one this stack defines.
         """
+        role = ingest.role.node.default_child
+        if not isinstance(role, iam.CfnRole):
+            raise TypeError(f"ingest role {ingest.role.node.path} is not a CfnRole")
+        role.add_property_deletion_override("ManagedPolicyArns")
+        acknowledge(
+            ingest,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaMSKExecutionRole]",
+            "ManagedKafkaEventSource attaches AWS's policy for MSK triggers; the template drops it and grants its "
+            "actions on the cluster, the account's interfaces and the function's log group.",
+        )
         stack = Stack.of(ingest.role)
         ingest.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -283,18 +283,10 @@ class Deployment:
         }
 
     def _event_handle_job_state(self) -> dict[str, Any]:
+        from assetflow.local.launcher import job_state_event
+
         job_run_id = self._submitted_job()
-        return {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": "EMR Serverless Job Run State Change",
-            "source": "aws.emr-serverless",
-            "account": "123456789012",
-            "time": "2026-11-21T06:05:00Z",
-            "region": REGION,
-            "resources": [],
-            "detail": {"jobRunId": job_run_id, "applicationId": self.application_id, "state": "SUCCESS"},
-        }
+        return job_state_event(application_id=self.application_id, job_run_id=job_run_id, state="SUCCESS")
 
     def _submitted_job(self) -> str:
         """A run of the benchmark's pipeline submitted to EMR (moto) by an evaluator in this process; its job."""

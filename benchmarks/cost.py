@@ -843,17 +843,9 @@ class Workload:
         return len(new)
 
     def _job_state_event(self, job_run_id: str, state: str) -> dict[str, Any]:
-        return {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": "EMR Serverless Job Run State Change",
-            "source": "aws.emr-serverless",
-            "account": "123456789012",
-            "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": REGION,
-            "resources": [],
-            "detail": {"jobRunId": job_run_id, "applicationId": self.application_id, "state": state},
-        }
+        from assetflow.local.launcher import job_state_event
+
+        return job_state_event(application_id=self.application_id, job_run_id=job_run_id, state=state)
 
     def drain(self, *, rounds: int = 10_000) -> None:
         """Pump every source until a whole pass finds nothing to do."""

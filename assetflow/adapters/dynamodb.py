@@ -18,7 +18,6 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from assetflow.core.conditions import thaw_json
 from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError, StoreUnavailableError
 from assetflow.core.events import (
     AssetEvent,
@@ -28,6 +27,7 @@ from assetflow.core.events import (
     parse_timestamp,
     previous_states,
 )
+from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.scheduler import QueueEntry, QueueState, Transition
 

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from assetflow.core.conditions import thaw_json
 from assetflow.core.errors import AssetflowError, DocumentError, StoreUnavailableError
 from assetflow.core.events import Run, format_timestamp
+from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.usecases.ports import SubmissionError, SubmissionRejectedError
 
@@ -94,11 +94,6 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     if parts.scheme != "s3" or not parts.netloc or not key:
         raise ValueError(f"not an s3://bucket/key URI: {uri!r}")
     return parts.netloc, key
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace: equal documents give equal text (and equal ids, hashes and bodies)."""
-    return json.dumps(thaw_json(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def run_context_document(

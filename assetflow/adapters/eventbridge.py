@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from assetflow.core.conditions import thaw_json
+from assetflow.core.jsonvalue import thaw_json
 
 logger = logging.getLogger(__name__)
 

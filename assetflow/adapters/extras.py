@@ -25,6 +25,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from assetflow.core.errors import AssetflowError, StoreUnavailableError
+from assetflow.core.jsonvalue import canonical_json
 
 #: The largest extra (canonical JSON, see ``canonical_json``) an event carries inline when an extras store
 #: is configured. 32 KiB keeps an event, with its URI, source and keys, far below EventBridge's 256 KB entry
@@ -66,17 +67,6 @@ class ExtrasUnavailableError(StoreUnavailableError):
 
 class ExtraReferenceError(AssetflowError, ValueError):
     """A reference is malformed, or the object it names is missing or not the one it describes."""
-
-
-def canonical_json(value: Any) -> bytes:
-    """The canonical JSON of an extra: sorted keys, no spaces, ASCII only (other characters as JSON escapes).
-
-    ASCII keeps lone surrogates (which JSON escapes can carry) encodable, and makes bytes equal characters.
-
-    Raises:
-        ValueError: ``value`` holds NaN or an infinity (extras never do: ingest and the API refuse them).
-    """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 @dataclass(frozen=True)
@@ -183,7 +173,7 @@ class S3ExtrasStore:
         Raises:
             ExtraTooLargeError: the extra is over the ceiling.
         """
-        data = canonical_json(extra)
+        data = canonical_json(extra).encode("ascii")
         if len(data) <= self.inline_limit:
             return dict(extra), None
         if len(data) > self.ceiling:
@@ -282,7 +272,6 @@ __all__ = [
     "ExtraTooLargeError",
     "ExtrasUnavailableError",
     "S3ExtrasStore",
-    "canonical_json",
     "reference_of",
     "summarise_facts",
     "verified_extra",

@@ -26,10 +26,10 @@ from assetflow.adapters.extras import (
     summarise_facts,
 )
 from assetflow.core.catalog import Catalog
-from assetflow.core.conditions import thaw_json
 from assetflow.core.errors import DefinitionError
 from assetflow.core.events import AssetEvent, derive_id
 from assetflow.core.filters import extract_field, matches
+from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.watchers import AssetWatcher, KafkaTopic, MskCluster, SelfManagedKafka, SqsQueue
 
 #: The largest event ``extra`` (its JSON as the store writes it: ASCII-escaped) that ingest accepts when no

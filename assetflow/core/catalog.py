@@ -6,8 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from assetflow.core.conditions import Asset, AssetAlias, thaw_json
+from assetflow.core.conditions import Asset, AssetAlias
 from assetflow.core.errors import CatalogError, DefinitionError, DocumentError
+from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.watchers import AssetWatcher, KafkaTopic, SqsQueue, source_from_json
 

@@ -2,51 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from assetflow.core.errors import DefinitionError, DocumentError
+from assetflow.core.jsonvalue import freeze_json, thaw_json
 from assetflow.core.uri import normalize_uri
-
-if TYPE_CHECKING:
-    from assetflow.core.watchers import AssetWatcher
+from assetflow.core.watchers import AssetWatcher
 
 _ALIAS_NAME_MAX = 200
-
-
-def freeze_json(value: Any, what: str) -> Any:
-    """Return a deep, read-only copy of a JSON-compatible value.
-
-    Raises:
-        DefinitionError: the value cannot be written as JSON.
-
-    """
-    try:
-        copied = json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise DefinitionError(
-            f"{what} must be JSON-serialisable (dicts, lists, str, numbers, bools): {exc}"
-        ) from exc
-    return _freeze(copied)
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def thaw_json(value: Any) -> Any:
-    """Return a plain, mutable JSON value (dicts and lists) from a frozen one."""
-    if isinstance(value, Mapping):
-        return {k: thaw_json(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [thaw_json(v) for v in value]
-    return value
 
 
 class Condition:
@@ -114,8 +78,6 @@ class Asset(Condition):
         extra: Mapping[str, Any] | None = None,
         watchers: Sequence[AssetWatcher] = (),
     ) -> None:
-        from assetflow.core.watchers import AssetWatcher
-
         normalized = normalize_uri(uri)
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise DefinitionError(f"asset {normalized!r}: name must be a non-empty string when given")

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from assetflow.core.conditions import freeze_json, thaw_json
 from assetflow.core.errors import DocumentError
+from assetflow.core.jsonvalue import freeze_json, thaw_json
 
 
 def format_timestamp(moment: datetime) -> str:

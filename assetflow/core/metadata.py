@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from assetflow.core.conditions import Asset, AssetAlias, freeze_json, thaw_json
+from assetflow.core.conditions import Asset, AssetAlias
 from assetflow.core.errors import DefinitionError
+from assetflow.core.jsonvalue import freeze_json, thaw_json
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from assetflow.core.conditions import freeze_json, thaw_json
 from assetflow.core.errors import DefinitionError, DocumentError
 from assetflow.core.filters import validate_pattern
+from assetflow.core.jsonvalue import freeze_json, thaw_json
 
 _WATCHER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # up to 80 characters: a standard name, or a FIFO name of up to 75 characters and ".fifo"

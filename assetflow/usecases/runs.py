@@ -11,7 +11,6 @@ from typing import Any
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.emr import (
     OutletMetadataError,
-    canonical_json,
     outlet_metadata_uri,
     read_outlet_metadata,
 )
@@ -19,6 +18,7 @@ from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset, AssetAlias
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
+from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.usecases.evaluate import Evaluation, Evaluator
 

@@ -16,9 +16,9 @@ from botocore.exceptions import ClientError
 from assetflow.adapters.dynamodb import DynamoDbStore, Page
 from assetflow.adapters.extras import REF_KEY, ExtraTooLargeError, S3ExtrasStore
 from assetflow.core.catalog import Catalog
-from assetflow.core.conditions import thaw_json
 from assetflow.core.errors import AssetflowError, NotFoundError
 from assetflow.core.events import AssetEvent, derive_id
+from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.uri import AssetUriError, normalize_uri
 

@@ -21,8 +21,8 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.messages import UNKNOWN_WATCHER
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Definition
-from assetflow.core.conditions import thaw_json
 from assetflow.core.events import derive_id
+from assetflow.core.jsonvalue import thaw_json
 from assetflow.loader import load_definitions
 from assetflow.local import LOCAL_REGION, DynamoDbLocal, MotoServer, client
 from functions import handle_kafka_records, handle_sqs_messages

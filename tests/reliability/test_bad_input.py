@@ -36,11 +36,11 @@ from assetflow.adapters.extras import (
     INLINE_EXTRA_BYTES,
     MAX_EXTRA_BYTES_BY_REFERENCE,
     REF_KEY,
-    canonical_json,
 )
 from assetflow.adapters.messages import MAX_PAYLOAD_DEPTH, MAX_QUARANTINE_BODY_BYTES, UNKNOWN_WATCHER
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.events import derive_id
+from assetflow.core.jsonvalue import canonical_json
 from assetflow.loader import load_catalog
 from assetflow.local import LOCAL_CLIENT_KWARGS, LOCAL_REGION, DynamoDbLocal, MotoServer, client
 from assetflow.usecases import views
@@ -391,7 +391,7 @@ class LambdaContext:
 
 
 def payload_digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value)).hexdigest()
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 @dataclass

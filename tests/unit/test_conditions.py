@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assetflow import Asset, AssetAlias, AssetAll, AssetAny, AssetUriError, DefinitionError
-from assetflow.core.conditions import as_condition, condition_from_json, freeze_json, thaw_json
+from assetflow.core.conditions import as_condition, condition_from_json
 from assetflow.core.errors import DocumentError
+from assetflow.core.jsonvalue import freeze_json, thaw_json
 
 A = Asset("s3://bucket/a")
 B = Asset("s3://bucket/b")

@@ -26,7 +26,6 @@ from assetflow.adapters.extras import (
     ExtrasUnavailableError,
     ExtraTooLargeError,
     S3ExtrasStore,
-    canonical_json,
     reference_of,
     summarise_facts,
     verified_extra,
@@ -40,6 +39,7 @@ from assetflow.adapters.messages import (
     store_outcome,
 )
 from assetflow.core.events import AssetEvent, derive_id
+from assetflow.core.jsonvalue import canonical_json
 from assetflow.local import client
 from assetflow.usecases import views
 from assetflow_job import AssetEvent as JobEvent
@@ -122,7 +122,7 @@ def test_a_larger_extra_becomes_a_reference_to_its_exact_bytes() -> None:
     placed, detached = store.place("ev-1", extra, keep={"message": {"queue": "q"}})
 
     assert detached is not None
-    data = canonical_json(extra)
+    data = canonical_json(extra).encode()
     digest = hashlib.sha256(data).hexdigest()
     assert detached.data == data
     assert placed == {
@@ -517,7 +517,7 @@ def test_the_job_refuses_an_object_that_is_not_the_referenced_one() -> None:
 
 
 def test_the_job_reads_local_references_too(tmp_path: Any) -> None:
-    data = canonical_json({"payload": 1})
+    data = canonical_json({"payload": 1}).encode()
     path = tmp_path / "extra.json"
     path.write_bytes(data)
     ref = {"uri": f"file://{path}", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import string
+import urllib.parse
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from assetflow.core.errors import DefinitionError
@@ -98,56 +99,42 @@ def test_a_lone_surrogate_is_rejected_without_a_suggestion() -> None:
 
 
 @pytest.mark.parametrize(
-    ("uri", "char", "position"),
+    "uri",
     [
-        ("s3://bucket/a b", "' '", 13),
-        ('s3://bucket/"a"', "'\"'", 12),
-        ("s3://bucket/<a>", "'<'", 12),
-        ("s3://bucket/a`b", "'`'", 13),
-        ("s3://bucket/a\x00", "'\\x00'", 13),
-        ("s3://bucket/a\tb", "'\\t'", 13),
-        ("name with space", "' '", 4),
+        "s3://bucket/a b",
+        's3://bucket/"a"',
+        "s3://bucket/<a>",
+        "s3://bucket/a`b",
+        "s3://bucket/a\x00",
+        "name with space",
+        " name",
+        "s3://bucket/{a,b}.csv",
+        "s3://bucket/a|b",
+        "s3://bucket/^data",
+        "file:///C:\\data\\x.csv",
+        "s3://bucket/100%",
+        "s3://bucket/%zz",
+        "a%g1",
     ],
 )
-def test_a_character_outside_rfc_3986_is_named_with_its_position(uri: str, char: str, position: int) -> None:
-    message = error_for(uri)
-    assert char in message
-    assert f"position {position}" in message
-    assert "percent-encode" in message
+def test_ascii_outside_rfc_3986_is_kept_as_written_as_airflow_does(uri: str) -> None:
+    assert normalize_uri(uri) == uri
 
 
 @pytest.mark.parametrize(
-    ("uri", "encoded"),
+    ("uri", "expected"),
     [
-        ("s3://bucket/{a,b}.csv", "%7B"),
-        ("s3://bucket/a|b", "%7C"),
-        ("s3://bucket/^data", "%5E"),
-        ("s3://bucket/data}", "%7D"),
+        (" s3://bucket/key", "s3://bucket/key"),
+        ("\x01s3://bucket/key", "s3://bucket/key"),
+        ("s3://bucket/key\n", "s3://bucket/key"),
+        ("s3://bucket/a\tb", "s3://bucket/ab"),
+        ("s3://bucket/key ", "s3://bucket/key "),
     ],
 )
-def test_glob_and_regex_characters_explain_that_patterns_are_not_supported(uri: str, encoded: str) -> None:
-    message = error_for(uri)
-    assert "patterns are not supported" in message
-    assert "one asset" in message
-    assert encoded in message
-
-
-def test_a_backslash_suggests_a_slash() -> None:
-    message = error_for("file:///C:\\data\\x.csv")
-    assert "'/'" in message
-    assert "%5C" in message
-
-
-@pytest.mark.parametrize("uri", [" s3://bucket/key", "s3://bucket/key\n"])
-def test_surrounding_whitespace_is_pointed_out(uri: str) -> None:
-    assert "remove the surrounding whitespace" in error_for(uri)
-
-
-@pytest.mark.parametrize("uri", ["s3://bucket/100%", "s3://bucket/%zz", "s3://bucket/%4", "a%g1"])
-def test_a_bare_percent_is_rejected(uri: str) -> None:
-    message = error_for(uri)
-    assert "'%'" in message
-    assert "'%25'" in message
+def test_leading_controls_and_every_tab_or_line_break_are_removed_as_python_and_airflow_do(
+    uri: str, expected: str
+) -> None:
+    assert normalize_uri(uri) == expected
 
 
 def test_percent_encodings_are_kept_as_written() -> None:
@@ -172,21 +159,19 @@ def test_a_uri_without_scheme_is_a_plain_identifier_kept_unchanged(uri: str) -> 
 
 
 @pytest.mark.parametrize(
-    ("uri", "expected"),
+    "uri",
     [
-        ("x-my-thing://foobarbaz", "x-my-thing://foobarbaz"),
-        ("X-My-Thing://Foo/Bar/?b=2&a=1#frag", "x-my-thing://Foo/Bar/?b=2&a=1#frag"),
-        ("x-thing://", "x-thing://"),
-        ("x-airflow://example_asset", "x-airflow://example_asset"),
-        ("x-team:orders@example.com", "x-team:orders@example.com"),
+        "x-my-thing://foobarbaz",
+        "X-My-Thing://Foo/Bar/?b=2&a=1#frag",
+        "x-thing://",
+        "x-airflow://example_asset",
+        "x-team:orders@example.com",
+        "x-db://admin@db/orders",
+        "x-my-thing://a b",
     ],
 )
-def test_an_x_scheme_only_has_its_scheme_lower_cased(uri: str, expected: str) -> None:
-    assert normalize_uri(uri) == expected
-
-
-def test_an_x_scheme_still_needs_rfc_3986_characters() -> None:
-    assert "' '" in error_for("x-my-thing://a b")
+def test_an_x_uri_is_kept_exactly_as_written(uri: str) -> None:
+    assert normalize_uri(uri) == uri
 
 
 # --- schemes --------------------------------------------------------------------------------
@@ -239,24 +224,42 @@ def test_unknown_schemes_get_the_generic_normalisation_only(uri: str, expected: 
 @pytest.mark.parametrize(
     ("uri", "suggestion"),
     [
-        ("s3://user@bucket/key", "s3://bucket/key"),
         ("s3://user:s3cr3t@bucket/key", "s3://bucket/key"),
         ("s3://:s3cr3t@bucket/key", "s3://bucket/key"),
-        ("s3://@bucket/key", "s3://bucket/key"),
         ("https://u:s3cr3t@Example.com:8443/x?a=1", "https://Example.com:8443/x?a=1"),
         ("postgres://admin:s3cr3t@db/app/public/orders", "postgres://db/app/public/orders"),
+        ("x-db://admin:s3cr3t@db/orders", "x-db://db/orders"),
+        ("//admin:s3cr3t@db/orders", "//db/orders"),
+        ("s3:/\t/user:s3cr3t@bucket/key", "s3://bucket/key"),
     ],
 )
-def test_userinfo_is_refused_with_the_uri_to_use_instead(uri: str, suggestion: str) -> None:
+def test_a_password_is_refused_with_the_uri_to_use_instead(uri: str, suggestion: str) -> None:
+    # Airflow drops the userinfo with a warning (and keeps it in x- and scheme-less URIs): we refuse.
     message = error_for(uri)
     assert "credentials must never" in message
     assert repr(suggestion) in message
+    assert "s3cr3t" not in message
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://user@bucket/key",
+        "s3://user:@bucket/key",
+        "s3://@bucket/key",
+        "https://user@Example.com/x",
+        "abfs://container@account.dfs.core.windows.net/path",
+    ],
+)
+def test_userinfo_without_a_password_is_kept_as_airflow_keeps_it(uri: str) -> None:
+    assert normalize_uri(uri) == uri
 
 
 def test_a_password_is_never_echoed_in_an_error_message() -> None:
     assert "s3cr3t" not in error_for("s3://user:s3cr3t@bucket/key")
-    assert "s3cr3t" not in error_for("s3://user:s3cr3t@bucket/a b")
+    assert "s3cr3t" not in error_for("s3://user:s3cr3t@bucket/a\u00e8")
     assert "s3cr3t" not in error_for("airflow://user:s3cr3t@host/x")
+    assert "s3cr3t" not in error_for("s3://user:s3cr3t@[zz]/key")
 
 
 def test_an_at_sign_outside_the_authority_is_allowed() -> None:
@@ -271,16 +274,23 @@ def test_an_at_sign_outside_the_authority_is_allowed() -> None:
     ("uri", "expected"),
     [
         ("s3://bucket/key?b=2&a=1&a=0", "s3://bucket/key?a=0&a=1&b=2"),
-        ("s3://bucket/key?flag&a=1", "s3://bucket/key?a=1&flag="),
+        ("s3://bucket/key?flag&a=1", "s3://bucket/key?a=1"),
+        ("s3://bucket/key?a=&b=", "s3://bucket/key"),
         ("s3://bucket/key?", "s3://bucket/key"),
         ("s3://bucket/key?a=x+y", "s3://bucket/key?a=x+y"),
         ("s3://bucket/key?a=x%20y", "s3://bucket/key?a=x+y"),
         ("s3://bucket/key?a=%2F", "s3://bucket/key?a=%2F"),
-        ("https://host/?a=%FF&b=%FE", "https://host/?a=%FF&b=%FE"),
+        ("s3://bucket/key?a=%c3%a8", "s3://bucket/key?a=%C3%A8"),
     ],
 )
-def test_query_parameters_are_sorted_and_re_encoded(uri: str, expected: str) -> None:
+def test_query_parameters_are_sorted_re_encoded_and_blank_ones_dropped(uri: str, expected: str) -> None:
     assert normalize_uri(uri) == expected
+
+
+@pytest.mark.parametrize("uri", ["https://host/?a=%FF&b=%FE", "s3://bucket/key?a=%C3"])
+def test_query_bytes_that_are_not_utf8_are_refused(uri: str) -> None:
+    # Airflow decodes them to U+FFFD, so different URIs would become one asset.
+    assert "not UTF-8" in error_for(uri)
 
 
 @pytest.mark.parametrize(
@@ -311,9 +321,10 @@ def test_trailing_slashes_are_stripped_and_an_empty_path_is_a_slash(uri: str, ex
     assert normalize_uri(uri) == expected
 
 
-def test_a_path_starting_with_two_slashes_keeps_an_empty_authority() -> None:
-    assert normalize_uri("foo:////x") == "foo:////x"
-    assert normalize_uri("file:////server/share") == "file:////server/share"
+@pytest.mark.parametrize("uri", ["foo:////x", "file:////server/share"])
+def test_a_path_starting_with_two_slashes_after_an_empty_authority_is_refused(uri: str) -> None:
+    # Airflow writes 'foo:////x' as 'foo://x': its first path segment would read back as a host.
+    assert "read as a host" in error_for(uri)
 
 
 # --- ports and hosts -------------------------------------------------------------------------
@@ -326,6 +337,12 @@ def test_a_path_starting_with_two_slashes_keeps_an_empty_authority() -> None:
         ("https://[::1]:8080/", "https://[::1]:8080/"),
         ("s3://[::1]/key", "s3://[::1]/key"),
         ("https://[FE80::1]/x", "https://[FE80::1]/x"),
+        # Only the normalisers that add a default port read it, so elsewhere Airflow keeps any text.
+        ("https://host:abc/x", "https://host:abc/x"),
+        ("https://host:70000/", "https://host:70000/"),
+        ("https://a:b:c/", "https://a:b:c/"),
+        ("s3://[::1]x:80/", "s3://[::1]x:80/"),
+        ("kafka://broker:abc/orders", "kafka://broker:abc/orders"),
     ],
 )
 def test_ports_and_ipv6_hosts_are_kept(uri: str, expected: str) -> None:
@@ -333,11 +350,17 @@ def test_ports_and_ipv6_hosts_are_kept(uri: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "uri", ["https://host:abc/x", "https://host:70000/", "https://a:b:c/", "s3://[::1]x:80/"]
+    "uri",
+    [
+        "postgres://db:abc/app/public/orders",
+        "postgres://db:1:2/app/public/orders",
+        "postgres://db:70000/app/public/orders",
+        "mysql://db:3306:3307/app/orders",
+        "redshift://cluster:abc/dev/public/sales",
+    ],
 )
-def test_an_invalid_port_is_rejected(uri: str) -> None:
-    message = error_for(uri)
-    assert "port" in message or "IPv6" in message
+def test_an_invalid_port_is_rejected_where_a_default_port_applies(uri: str) -> None:
+    assert "port is not a number from 0 to 65535" in error_for(uri)
 
 
 @pytest.mark.parametrize("uri", ["https://[::1/x", "https://[zz]/x", "https://a[b]/x"])
@@ -348,32 +371,50 @@ def test_an_unparseable_host_is_rejected(uri: str) -> None:
 # --- known schemes ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("uri", ["s3://", "s3:///key", "s3:bucket/key", "S3://", "s3a://", "s3://:80/key"])
+@pytest.mark.parametrize("uri", ["s3://", "s3:///key", "s3:bucket/key", "S3://"])
 def test_s3_needs_a_bucket(uri: str) -> None:
     message = error_for(uri)
     assert "must contain a bucket name" in message
     assert "s3" in message
 
 
-def test_s3a_is_an_s3_scheme_of_its_own() -> None:
-    assert normalize_uri("s3a://bucket/key/") == "s3a://bucket/key"
-
-
-@pytest.mark.parametrize("uri", ["gs://", "gcs://", "gs:///object"])
-def test_gcs_needs_a_bucket(uri: str) -> None:
-    assert "must contain a bucket name" in error_for(uri)
-
-
-@pytest.mark.parametrize(("uri", "expected"), [("gs://b/o", "gs://b/o"), ("gcs://b/o/", "gcs://b/o")])
-def test_gcs_uris_with_a_bucket_pass(uri: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        # Airflow registers no normaliser for s3a or gcs, and checks only that s3's authority is not empty.
+        ("s3a://bucket/key/", "s3a://bucket/key"),
+        ("s3a://", "s3a:/"),
+        ("gcs://", "gcs:/"),
+        ("gcs://b/o/", "gcs://b/o"),
+        ("s3://:80/key", "s3://:80/key"),
+    ],
+)
+def test_schemes_without_a_normaliser_get_the_generic_normalisation(uri: str, expected: str) -> None:
     assert normalize_uri(uri) == expected
 
 
-@pytest.mark.parametrize("uri", ["file://", "file:///", "file://host", "file:"])
-def test_file_needs_a_path(uri: str) -> None:
-    message = error_for(uri)
-    assert "must contain a path" in message
-    assert "file:///data/input.csv" in message
+@pytest.mark.parametrize("uri", ["gs://", "gs:///object"])
+def test_gs_needs_a_bucket(uri: str) -> None:
+    assert "must contain a bucket name" in error_for(uri)
+
+
+@pytest.mark.parametrize(("uri", "expected"), [("gs://b/o", "gs://b/o"), ("gs://b/o/", "gs://b/o")])
+def test_gs_uris_with_a_bucket_pass(uri: str, expected: str) -> None:
+    assert normalize_uri(uri) == expected
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("file://", "file:///"),
+        ("file:///", "file:///"),
+        ("file:", "file:///"),
+        ("file://host", "file://host/"),
+    ],
+)
+def test_file_uris_need_no_path(uri: str, expected: str) -> None:
+    # Airflow's SDK gives file a no-op normaliser, ahead of the common-io provider's path check.
+    assert normalize_uri(uri) == expected
 
 
 @pytest.mark.parametrize(
@@ -399,6 +440,9 @@ def test_file_uris_with_a_path_pass(uri: str, expected: str) -> None:
         ("postgres://db/app//orders", "postgres://db:5432/app/default/orders"),
         ("postgres://[::1]/app/public/orders", "postgres://[::1]:5432/app/public/orders"),
         ("postgres://db/app/public/orders/?sslmode=x", "postgres://db:5432/app/public/orders?sslmode=x"),
+        ("postgres://db//public/orders", "postgres://db:5432//public/orders"),
+        ("postgres://:5432/app/public/orders", "postgres://:5432/app/public/orders"),
+        ("postgres://admin@db/app/public/orders", "postgres://admin@db:5432/app/public/orders"),
     ],
 )
 def test_postgres_gets_its_default_port_and_schema(uri: str, expected: str) -> None:
@@ -409,11 +453,9 @@ def test_postgres_gets_its_default_port_and_schema(uri: str, expected: str) -> N
     ("uri", "hint"),
     [
         ("postgres:///app/public/orders", "must contain a host"),
-        ("postgres://:5432/app/public/orders", "must contain a host"),
         ("postgres://db/app/orders", "exactly /database/schema/table, got 2"),
         ("postgres://db/a/b/c/d", "exactly /database/schema/table, got 4"),
         ("postgres://db", "exactly /database/schema/table, got 0"),
-        ("postgres://db//public/orders", "the database name"),
     ],
 )
 def test_invalid_postgres_uris_are_rejected(uri: str, hint: str) -> None:
@@ -427,9 +469,12 @@ def test_invalid_postgres_uris_are_rejected(uri: str, hint: str) -> None:
     [
         ("mysql://db/app/orders", "mysql://db:3306/app/orders"),
         ("mysql://db:3307/app/orders/", "mysql://db:3307/app/orders"),
+        ("mysql://db//orders", "mysql://db:3306//orders"),
+        ("mariadb://db/app/orders", "mysql://db:3306/app/orders"),
+        ("MariaDB://DB:3307/App/Orders", "mysql://DB:3307/App/Orders"),
     ],
 )
-def test_mysql_gets_its_default_port(uri: str, expected: str) -> None:
+def test_mysql_and_mariadb_get_the_default_port_and_the_mysql_scheme(uri: str, expected: str) -> None:
     assert normalize_uri(uri) == expected
 
 
@@ -439,6 +484,7 @@ def test_mysql_gets_its_default_port(uri: str, expected: str) -> None:
         ("mysql:///app/orders", "must contain a host"),
         ("mysql://db/app/public/orders", "exactly /database/table, got 3"),
         ("mysql://db/app", "exactly /database/table, got 1"),
+        ("mariadb://db/app", "exactly /database/table, got 1"),
     ],
 )
 def test_invalid_mysql_uris_are_rejected(uri: str, hint: str) -> None:
@@ -448,9 +494,44 @@ def test_invalid_mysql_uris_are_rejected(uri: str, hint: str) -> None:
 @pytest.mark.parametrize(
     ("uri", "expected"),
     [
+        ("redshift://cluster/dev/public/sales", "redshift://cluster:5439/dev/public/sales"),
+        ("redshift://cluster:/dev/public/sales/", "redshift://cluster:5439/dev/public/sales"),
+        ("redshift://cluster:5440/dev//sales", "redshift://cluster:5440/dev//sales"),
+    ],
+)
+def test_redshift_gets_its_default_port(uri: str, expected: str) -> None:
+    assert normalize_uri(uri) == expected
+
+
+@pytest.mark.parametrize(
+    ("uri", "hint"),
+    [
+        ("redshift:///dev/public/sales", "must contain a host"),
+        ("redshift://cluster/dev/sales", "exactly /database/schema/table, got 2"),
+        ("redshift://cluster/a/b/c/d", "exactly /database/schema/table, got 4"),
+    ],
+)
+def test_invalid_redshift_uris_are_rejected(uri: str, hint: str) -> None:
+    assert hint in error_for(uri)
+
+
+def test_bigquery_uris_name_project_dataset_and_table() -> None:
+    assert normalize_uri("BigQuery://proj/ds/t/?b=1#x") == "bigquery://proj/ds/t?b=1"
+    assert "must contain a project ID" in error_for("bigquery:///ds/t")
+    assert "exactly /dataset/table, got 1" in error_for("bigquery://proj/ds")
+    assert "exactly /dataset/table, got 3" in error_for("bigquery://proj/ds/t/x")
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
         ("kafka://broker:9092/orders", "kafka://broker:9092/orders"),
         ("KAFKA://Broker/orders.v1_x-y/", "kafka://Broker/orders.v1_x-y"),
         ("kafka://b1:9092,b2:9092/orders", "kafka://b1:9092,b2:9092/orders"),
+        # Airflow checks only that there is a topic, not what Kafka accepts as one.
+        ("kafka://broker/a/b", "kafka://broker/a/b"),
+        ("kafka://broker/a%20b", "kafka://broker/a%20b"),
+        ("kafka://broker/" + "t" * 250, "kafka://broker/" + "t" * 250),
     ],
 )
 def test_kafka_uris_with_host_and_topic_pass(uri: str, expected: str) -> None:
@@ -461,11 +542,9 @@ def test_kafka_uris_with_host_and_topic_pass(uri: str, expected: str) -> None:
     ("uri", "hint"),
     [
         ("kafka:///orders", "must contain a bootstrap server host"),
-        ("kafka://broker", "exactly /topic, got 0"),
-        ("kafka://broker/", "exactly /topic, got 0"),
-        ("kafka://broker/a/b", "exactly /topic, got 2"),
-        ("kafka://broker/a%20b", "not a valid topic name"),
-        ("kafka://broker/" + "t" * 250, "not a valid topic name"),
+        ("kafka://broker", "must contain a topic name"),
+        ("kafka://broker/", "must contain a topic name"),
+        ("kafka://broker//", "must contain a topic name"),
     ],
 )
 def test_invalid_kafka_uris_are_rejected(uri: str, hint: str) -> None:
@@ -475,13 +554,20 @@ def test_invalid_kafka_uris_are_rejected(uri: str, hint: str) -> None:
 # --- length ---------------------------------------------------------------------------------
 
 
-def test_the_normalised_uri_may_not_exceed_the_length_limit() -> None:
-    prefix = "s3://bucket/"
+@pytest.mark.parametrize("prefix", ["s3://bucket/", "x-thing://", "", "https://h/"])
+def test_the_normalised_uri_may_not_exceed_the_length_limit(prefix: str) -> None:
     fits = prefix + "k" * (MAX_URI_LENGTH - len(prefix))
     assert normalize_uri(fits) == fits
     message = error_for(fits + "k")
     assert str(MAX_URI_LENGTH) in message
     assert "..." in message
+
+
+def test_the_limit_applies_after_normalisation() -> None:
+    key = "s3://bucket/" + "k" * (MAX_URI_LENGTH - len("s3://bucket/"))
+    assert normalize_uri(key + "#fragment") == key
+    table = "postgres://db/app/public/" + "t" * (MAX_URI_LENGTH - len("postgres://db/app/public/") - 4)
+    assert "1501 characters" in error_for(table)  # ":5432" made it longer
 
 
 # --- idempotence on the examples --------------------------------------------------------------
@@ -495,9 +581,12 @@ def test_the_normalised_uri_may_not_exceed_the_length_limit() -> None:
         "mysql://db:/app/orders",
         "file:/data/x.csv",
         "foo:",
-        "foo:////x",
-        "https://h/?a=%FF&b=x%20y",
+        "file:",
+        "https://h/?a=%C3%A8&b=x%20y",
         "X-Thing://A/B/",
+        " s3://b/k\t",
+        "mariadb://db/app/orders",
+        "redshift://c:/d/s/t",
     ],
 )
 def test_normalising_twice_changes_nothing(uri: str) -> None:
@@ -510,9 +599,8 @@ def test_normalising_twice_changes_nothing(uri: str) -> None:
 HOST_CHARS = string.ascii_letters + string.digits + "-._~!$&'()*+,;="
 PCHARS = string.ascii_letters + string.digits + "-._~!$&'()*+,;=:@"
 TOPIC_CHARS = string.ascii_letters + string.digits + "._-"
-PERCENT = st.builds(
-    lambda a, b: f"%{a}{b}", st.sampled_from(string.hexdigits), st.sampled_from(string.hexdigits)
-)
+# Airflow decodes the query as UTF-8: other bytes are refused, so valid URIs encode characters.
+PERCENT = st.characters(codec="utf-8").map(lambda c: urllib.parse.quote(c, safe=""))
 SEGMENT = st.lists(st.sampled_from(PCHARS) | PERCENT, max_size=8).map("".join)
 HOST = st.text(HOST_CHARS, min_size=1, max_size=12) | st.sampled_from(
     ["[::1]", "[FE80::1:2]", "[2001:db8::7]"]
@@ -588,6 +676,7 @@ def test_normalisation_is_idempotent_whenever_it_succeeds(uri: str) -> None:
 
 @given(st.text(max_size=20), st.characters(min_codepoint=128), st.text(max_size=20))
 def test_any_non_ascii_character_is_rejected(before: str, char: str, after: str) -> None:
+    assume("@" not in before + after)  # a password is the first thing reported
     assert "non-ASCII" in error_for(before + char + after)
 
 

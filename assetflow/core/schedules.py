@@ -5,13 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import croniter
 
 from assetflow.core.conditions import Condition, as_condition, condition_from_json
+from assetflow.core.cron import ScheduleExpressionError, TimeSpec
 from assetflow.core.errors import AssetflowError, DefinitionError, DocumentError
 
 Grain = Literal["identity", "hourly", "daily", "weekly", "monthly"]
@@ -136,37 +134,36 @@ class AssetSchedule(Schedule):
 
 
 class AssetOrTimeSchedule(Schedule):
-    """Run on a cron schedule and also whenever the asset condition holds (Airflow's ``AssetOrTimeSchedule``).
+    """Run on a time schedule and also whenever the asset condition holds (Airflow's ``AssetOrTimeSchedule``).
 
-    ``cron`` has five fields (minute hour day-of-month month day-of-week, Sunday = 0) and is read in
-    ``timezone``. EventBridge Scheduler cannot restrict both day fields at once, so that is refused.
+    ``cron`` is anything :class:`~assetflow.core.cron.TimeSpec` reads: a five-field cron (minute hour
+    day-of-month month day-of-week, Sunday = 0), an Airflow preset such as ``@daily``, a ``timedelta``, or
+    EventBridge's ``cron(...)`` / ``rate(...)``; it is read in ``timezone``. Whatever EventBridge Scheduler
+    would refuse or cannot express (both day fields restricted, for one) is refused here.
 
     Raises:
-        DefinitionError: the cron expression or time zone is invalid.
+        DefinitionError: the schedule or time zone is invalid (a ``ScheduleExpressionError`` naming the
+            field and the fix), or the assets are.
 
     """
 
-    __slots__ = ("condition", "cron", "timezone")
+    __slots__ = ("condition", "cron", "spec", "timezone")
 
+    #: What was written, normalised (spaces collapsed; a timedelta as its ``rate(...)``).
     cron: str
     timezone: str
+    #: The validated time schedule.
+    spec: TimeSpec
 
-    def __init__(self, cron: str, assets: Condition | Sequence[Condition], timezone: str = "UTC") -> None:
-        if not isinstance(cron, str) or len(cron.split()) != 5 or not croniter.is_valid(cron):
-            raise DefinitionError(
-                f"AssetOrTimeSchedule: {cron!r} is not a five-field cron expression such as '0 6 * * *'"
-            )
-        fields = cron.split()
-        if fields[2] not in ("*", "?") and fields[4] not in ("*", "?"):
-            raise DefinitionError(
-                f"AssetOrTimeSchedule: {cron!r} restricts both day-of-month and day-of-week, which EventBridge "
-                "Scheduler cannot express; restrict one of them"
-            )
+    def __init__(
+        self, cron: str | timedelta, assets: Condition | Sequence[Condition], timezone: str = "UTC"
+    ) -> None:
         try:
-            ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise DefinitionError(f"AssetOrTimeSchedule: unknown time zone {timezone!r}") from exc
-        object.__setattr__(self, "cron", " ".join(fields))
+            spec = TimeSpec(cron, timezone)
+        except ScheduleExpressionError as exc:
+            raise ScheduleExpressionError(f"AssetOrTimeSchedule: {exc}", exc.field) from exc
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "cron", spec.source)
         object.__setattr__(self, "timezone", timezone)
         object.__setattr__(self, "condition", as_condition(assets, "AssetOrTimeSchedule assets"))
 
@@ -185,16 +182,8 @@ class AssetOrTimeSchedule(Schedule):
         return f"AssetOrTimeSchedule({self.cron!r}, {self.condition!r}, timezone={self.timezone!r})"
 
     def eventbridge_expression(self) -> str:
-        """The EventBridge Scheduler ``cron(...)`` expression (six fields, Sunday = 1, ``?`` for a free day)."""
-        minute, hour, dom, month, dow = self.cron.split()
-        if dow in ("*", "?"):
-            dow = "?"
-            dom = "*" if dom == "?" else dom
-        else:
-            dom = "?"
-            # shift day numbers only, not step values (``*/2``) or occurrences (``1#2``)
-            dow = re.sub(r"(?<![/#\d])\d+", lambda m: str(int(m.group()) % 7 + 1), dow)
-        return f"cron({minute} {hour} {dom} {month} {dow} *)"
+        """The EventBridge Scheduler expression: ``cron(...)`` (six fields, Sunday = 1) or ``rate(...)``."""
+        return self.spec.expression
 
     def ticks_between(self, after: datetime, until: datetime) -> list[datetime]:
         """The scheduled times in ``(after, until]`` as aware UTC datetimes, oldest first.
@@ -207,22 +196,7 @@ class AssetOrTimeSchedule(Schedule):
             ValueError: either bound is a naive datetime.
 
         """
-        if after.tzinfo is None or until.tzinfo is None:
-            raise ValueError("ticks_between needs aware datetimes")
-        zone = ZoneInfo(self.timezone)
-        # iterate on naive wall-clock times: each local time is produced once, whatever the offset
-        it = croniter(self.cron, after.astimezone(zone).replace(tzinfo=None))
-        ticks: list[datetime] = []
-        while True:
-            wall = it.get_next(datetime)
-            local = wall.replace(tzinfo=zone)  # fold=0: the first of a repeated time
-            tick = local.astimezone(UTC)
-            if tick.astimezone(zone).replace(tzinfo=None) != wall:
-                continue  # skipped when the clocks went forward
-            if tick > until:
-                return ticks
-            if tick > after:
-                ticks.append(tick)
+        return self.spec.ticks_between(after, until)
 
     def to_json(self) -> dict[str, Any]:
         """``{"kind": "asset_or_time", "cron", "timezone", "condition"}``."""

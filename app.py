@@ -10,11 +10,11 @@ from pathlib import Path
 
 from aws_cdk import App, Environment
 
+from assetflow.cdk.app_context import feature_flags
+from assetflow.cdk.config import config_for
+from assetflow.cdk.nag import add_nag_checks
+from assetflow.cdk.stack import AssetflowStack
 from assetflow.loader import load_catalog
-from infra.app_context import feature_flags
-from infra.config import config_for
-from infra.nag import add_nag_checks
-from infra.stack import AssetflowStack
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 _TRUE = ("1", "true", "yes")

@@ -15,13 +15,15 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from assetflow.adapters.clients import aws_client
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.eventbridge import EventBridgeBus
 from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.core.catalog import Catalog
+from assetflow.ports import ListenerBus, NullBus
 from assetflow.usecases.evaluate import Evaluator
-from assetflow.usecases.ports import ListenerBus, NullBus
-from assetflow.usecases.runs import RunStates
+from assetflow.usecases.ingest import Ingest
+from assetflow.usecases.job_state import RunStates
 
 if typing.TYPE_CHECKING:  # jsonschema loads only in the ingest functions, which use the translator
     from assetflow.adapters.messages import MessageTranslator
@@ -100,7 +102,7 @@ class Dependencies:
         self._session = session or boto3.session.Session()
         self._launcher = launcher
         self._endpoints = dict(endpoints or {})
-        self._config = config or Config(retries={"mode": "standard", "total_max_attempts": 4})
+        self._config = config
 
     def client(self, service: str) -> Any:
         """A client for ``service``.
@@ -108,9 +110,12 @@ class Dependencies:
         Its endpoint is the one given for it in ``endpoints`` (the local runtime), else what boto3 reads
         from ``AWS_ENDPOINT_URL_*`` (on Lambda: none, the service's public endpoint).
         """
-        endpoint = self._endpoints.get(service)
-        return self._session.client(
-            service, region_name=self.settings.region, config=self._config, endpoint_url=endpoint
+        return aws_client(
+            service,
+            session=self._session,
+            endpoint=self._endpoints.get(service),
+            region=self.settings.region,
+            config=self._config,
         )
 
     @cached_property
@@ -177,6 +182,11 @@ class Dependencies:
         return MessageTranslator(self.catalog, watcher=self.settings.watcher_name)
 
     @cached_property
+    def ingest(self) -> Ingest:
+        """Ingest over the store and the extras store."""
+        return Ingest(store=self.store, extras=self.extras)
+
+    @cached_property
     def evaluator(self) -> Evaluator:
         """The evaluator over the store, the launcher and the bus."""
         return Evaluator(
@@ -188,13 +198,14 @@ class Dependencies:
         """Job state changes into run states; a successful run's outlets into asset events."""
         if not self.settings.runs_bucket:
             raise SettingsError("RUNS_BUCKET is needed to read the outlet metadata of runs")
+        from assetflow.adapters.emr import S3RunOutputs
+
         return RunStates(
             catalog=self.catalog,
             store=self.store,
-            s3_client=self.client("s3"),
+            outputs=S3RunOutputs(self.client("s3"), self.settings.runs_bucket),
             evaluator=self.evaluator,
             clock=utc_now,
-            runs_bucket=self.settings.runs_bucket,
             job_lookup=getattr(self.launcher, "run_id_of_job", None),
         )
 

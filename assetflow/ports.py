@@ -1,13 +1,28 @@
-"""The ports the use cases depend on; adapters implement them (DynamoDB, EMR Serverless, EventBridge)."""
+"""The ports: what the use cases need from the outside world, named by role, in the core's terms.
+
+Adapters implement them (``DynamoDbStore``, ``EmrServerlessLauncher``, ``EventBridgeBus``,
+``S3RunOutputs``, ``S3ExtrasStore``); the composition root wires them; tests use fakes. A use case imports
+this module and the core, never an adapter.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
 
-from assetflow.core.errors import AssetflowError
-from assetflow.core.events import Run
+from assetflow.core.errors import AssetflowError, DocumentError
+from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline
+from assetflow.core.queues import QueueHead, QueueSummary, StoredQueue
+from assetflow.core.scheduler import QueueEntry, Transition
+
+#: The time now (UTC, aware). The core never reads the clock; the use cases ask this port.
+Clock = Callable[[], datetime]
+
+
+# ---- errors the ports raise (beside the core's ConflictError, NotFoundError, StoreUnavailableError) -----
 
 
 class SubmissionError(AssetflowError):
@@ -22,6 +37,252 @@ class SubmissionRejectedError(AssetflowError):
     """
 
 
+class OutletMetadataError(DocumentError):
+    """The outlet metadata a job wrote is not a version-1 ``assetflow.outlet-metadata`` document."""
+
+
+class ExtraTooLargeError(AssetflowError, ValueError):
+    """An extra is over the ceiling of extras stored by reference."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"the extra is {size} bytes of JSON, over the {limit}-byte ceiling of extras stored by reference"
+        )
+
+
+# ---- what the store returns ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing; ``next`` is the token for the following page, None on the last."""
+
+    items: list[dict[str, Any]]
+    next: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN §5's list shape."""
+        return {"items": self.items, "next": self.next}
+
+
+# ---- what ingest hands the store: a message's outcome -------------------------------------------------
+
+ReasonCode = Literal[
+    "unknown-source",
+    "malformed-record",
+    "not-base64",
+    "not-utf8",
+    "too-deep",
+    "filter",
+    "schema",
+    "schema-unusable",
+    "partition-key",
+    "too-large",
+]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A message that becomes one asset event; ``identity`` (the message's identity) is its dedupe key.
+
+    ``detached`` is the whole extra to write to the extras store before the event, whose extra then
+    references it; None when the extra is inline.
+    """
+
+    event: AssetEvent
+    identity: str
+    watcher: str
+    detached: Detached | None = None
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A message that is kept aside with the reason; ``code`` names the kind of reason for logs and metrics."""
+
+    watcher: str
+    code: ReasonCode
+    reason: str
+    body: str
+    facts: Mapping[str, Any]
+    identity: str
+
+
+Outcome = Accepted | Quarantined
+
+
+# ---- the store, one port per aggregate -------------------------------------------------------------------
+
+
+class EventStore(Protocol):
+    """Asset events (written once, deduplicated by a message's identity), assets and alias resolutions."""
+
+    def put_event(
+        self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None
+    ) -> tuple[AssetEvent, bool]:
+        """Store an event once; returns the stored event (the first one on a redelivery) and whether it is new.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
+        """The event a message (by its identity) already produced, if any."""
+        ...
+
+    def record_asset(self, event: AssetEvent, *, name: str | None = None) -> bool:
+        """Count an event in its asset's summary, once; True when this event created the asset."""
+        ...
+
+    def list_assets(self, *, limit: int = 100, token: str | None = None) -> Page:
+        """Assets with their last event time and event count, by URI."""
+        ...
+
+    def list_events(
+        self, uri: str, *, limit: int = 100, token: str | None = None, newest_first: bool = True
+    ) -> Page:
+        """An asset's events, newest first by default."""
+        ...
+
+    def events_produced_by(self, run_id: str) -> list[dict[str, Any]]:
+        """The events a run's outlets produced, oldest first."""
+        ...
+
+    def add_alias_resolution(self, alias: str, uri: str, *, now: datetime) -> bool:
+        """Record that ``alias`` resolves to ``uri``; True the first time."""
+        ...
+
+    def aliases_of(self, uri: str) -> list[str]:
+        """The aliases an asset resolves from."""
+        ...
+
+
+class QueueStore(Protocol):
+    """Pipeline queues: read a queue, apply the core's transitions to it conditionally."""
+
+    def read_queue_head(self, pipeline: str, key: str = "") -> QueueHead:
+        """A queue's head alone (one consistent read)."""
+        ...
+
+    def read_queue(self, pipeline: str, key: str = "", *, head: QueueHead | None = None) -> StoredQueue:
+        """A queue's state: its head and the entries of its current generation."""
+        ...
+
+    def queue_keys(self, pipeline: str, *, pending_only: bool = True) -> list[str]:
+        """The keys of a pipeline's queues (those with queued events or held ticks by default)."""
+        ...
+
+    def already_queued(self, pipeline: str, key: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of these events this queue has seen before (queued or consumed)."""
+        ...
+
+    def active_runs(self, pipeline: str) -> int:
+        """How many runs of the pipeline are queued or running."""
+        ...
+
+    def apply(self, pipeline: Pipeline, stored: StoredQueue, transition: Transition) -> None:
+        """Apply a transition atomically, conditional on the queue's version and the run limit.
+
+        Raises:
+            ConflictError: another evaluator changed the queue or the active runs first; re-read and retry.
+        """
+        ...
+
+    def append_entries(
+        self, pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]
+    ) -> QueueSummary:
+        """Add entries that leave a batch queue waiting, from its head alone.
+
+        Raises:
+            ConflictError: the queue changed, or an entry was queued meanwhile; read again.
+        """
+        ...
+
+    def list_queue(self, pipeline: str) -> list[dict[str, Any]]:
+        """Queued events of a pipeline, per queue key, oldest first."""
+        ...
+
+    def clear_queue(self, pipeline: Pipeline, uri: str | None = None) -> int:
+        """Drop queued events of a pipeline (of one asset with ``uri``); returns how many were dropped."""
+        ...
+
+
+class RunStore(Protocol):
+    """Runs: their states, their job run ids, and the way back from a job run to its run."""
+
+    def get_run(self, run_id: str, *, with_events: bool = True) -> Run:
+        """A run, with its triggering events by default.
+
+        Raises:
+            NotFoundError: no such run.
+        """
+        ...
+
+    def list_runs(self, pipeline: str | None = None, *, limit: int = 50, token: str | None = None) -> Page:
+        """Runs, newest first, of one pipeline or of all (without their triggering events)."""
+        ...
+
+    def unsubmitted_runs(self, pipeline: str) -> list[Run]:
+        """Runs created but not yet accepted by the job service, oldest first."""
+        ...
+
+    def mark_submitted(self, run_id: str, job_run_id: str) -> None:
+        """Record the job run id; harmless when repeated.
+
+        Raises:
+            AlreadySubmittedError: the run has another job run id.
+            ConflictError: a lost race with another writer of the run; retry.
+        """
+        ...
+
+    def run_id_for_job(self, job_run_id: str) -> str | None:
+        """The run a job run belongs to, if assetflow submitted it."""
+        ...
+
+    def record_submission_failure(self, run_id: str, reason: str, *, now: datetime) -> None:
+        """Keep the last submission error on the run for operators."""
+        ...
+
+    def set_run_state(self, run_id: str, new: RunState, *, job_run_id: str | None = None) -> tuple[Run, bool]:
+        """Move a run to ``new`` if the state table allows it; returns the run and whether it moved.
+
+        Raises:
+            NotFoundError: no such run.
+            ConflictError: the run kept changing under concurrent state events.
+        """
+        ...
+
+
+class QuarantineStore(Protocol):
+    """Messages kept aside with the reason they were refused."""
+
+    def quarantine(
+        self,
+        *,
+        watcher: str,
+        reason: str,
+        body: str,
+        facts: Mapping[str, Any],
+        identity: str,
+        now: datetime,
+    ) -> bool:
+        """Keep a rejected message with its reason, once per message identity; True when new."""
+        ...
+
+    def list_quarantine(self, *, limit: int = 100, token: str | None = None) -> Page:
+        """Rejected messages, newest first."""
+        ...
+
+
+class Store(EventStore, QueueStore, RunStore, QuarantineStore, Protocol):
+    """Every aggregate's store in one (one table on AWS)."""
+
+
+# ---- the other services ----------------------------------------------------------------------------------
+
+
 class Launcher(Protocol):
     """Starts a run's Spark job; idempotent on the run id (EMR's ``clientToken``)."""
 
@@ -29,7 +290,8 @@ class Launcher(Protocol):
         """Start the job; returns the job run id.
 
         Raises:
-            SubmissionError: the job could not be started now (throttled, refused); the run is retried.
+            SubmissionError: the job could not be started now (throttled); the run is retried.
+            SubmissionRejectedError: the job service refused the request as made.
         """
         ...
 
@@ -47,3 +309,77 @@ class NullBus:
 
     def publish(self, detail_type: str, detail: Mapping[str, Any]) -> None:
         """Drop the event."""
+
+
+class RunOutputs(Protocol):
+    """The blob store of runs: what a succeeded job wrote about its outlets."""
+
+    def outlet_metadata(self, pipeline: str, run_id: str) -> Mapping[str, Any] | None:
+        """The outlet metadata the run's job wrote, or None when it wrote none.
+
+        Raises:
+            OutletMetadataError: the document is not version-1 outlet metadata.
+            StoreUnavailableError: the blob store is throttling or failing; retry later.
+        """
+        ...
+
+
+class Detached(Protocol):
+    """An extra set aside to be written to the extras store before the event that references it."""
+
+    @property
+    def uri(self) -> str:
+        """Where the extra goes."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes (canonical JSON)."""
+        ...
+
+
+class ExtrasStore(Protocol):
+    """Where extras too large to copy around are kept whole, referenced from their events."""
+
+    def place(
+        self, event_id: str, extra: Mapping[str, Any], *, keep: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], Detached | None]:
+        """The extra an event carries (inline, or a reference plus ``keep``) and what to write first (or None).
+
+        Raises:
+            ExtraTooLargeError: over the ceiling of extras stored by reference.
+        """
+        ...
+
+    def write(self, detached: Any) -> None:
+        """Write a detached extra, as ``place`` returned it (harmless when repeated).
+
+        Raises:
+            StoreUnavailableError: throttled or unreachable; retry.
+        """
+        ...
+
+
+__all__ = [
+    "Accepted",
+    "Clock",
+    "Detached",
+    "EventStore",
+    "ExtraTooLargeError",
+    "ExtrasStore",
+    "Launcher",
+    "ListenerBus",
+    "NullBus",
+    "Outcome",
+    "OutletMetadataError",
+    "Page",
+    "QuarantineStore",
+    "Quarantined",
+    "QueueStore",
+    "ReasonCode",
+    "RunOutputs",
+    "RunStore",
+    "Store",
+    "SubmissionError",
+    "SubmissionRejectedError",
+]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assetflow.local.aws import (
+from assetflow_dev.aws import (
     LOCAL_ACCOUNT_ID,
     LOCAL_AWS_ENV,
     LOCAL_CLIENT_CONFIG,
@@ -10,7 +10,7 @@ from assetflow.local.aws import (
     LOCAL_REGION,
     client,
 )
-from assetflow.local.emulators import (
+from assetflow_dev.emulators import (
     LOCAL_KAFKA_CONSUMER_TIMEOUTS,
     DynamoDbLocal,
     Emulator,
@@ -20,7 +20,7 @@ from assetflow.local.emulators import (
     MotoServer,
     TansuBroker,
 )
-from assetflow.local.processes import free_port
+from assetflow_dev.processes import free_port
 
 __all__ = [
     "LOCAL_ACCOUNT_ID",

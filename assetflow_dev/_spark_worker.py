@@ -1,6 +1,6 @@
 """A warm PySpark driver: started ahead of time by the local Spark launcher's pool, it runs ONE job and exits.
 
-``assetflow.local.spark_pool`` starts this file as ``python _spark_worker.py`` in the jobs' environment, with
+``assetflow_dev.spark_pool`` starts this file as ``python _spark_worker.py`` in the jobs' environment, with
 its settings (JSON) in the variable ``ASSETFLOW_WARM_DRIVER``: the pool's address and this driver's token,
 the master, the Spark settings and the ``--py-files`` zip. The driver creates its SparkSession (the JVM's
 output relayed into the driver's log), connects to the pool and says it is ready, then waits for one job.

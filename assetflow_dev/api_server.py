@@ -27,7 +27,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from assetflow.local.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
+from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
 
 logger = logging.getLogger(__name__)
 

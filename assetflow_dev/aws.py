@@ -12,6 +12,8 @@ import boto3
 import botocore.session
 from botocore.config import Config
 
+from assetflow.adapters.clients import aws_client
+
 #: The region every local client and emulator uses.
 LOCAL_REGION = "us-east-1"
 #: moto's default account: ARNs that moto makes (and checks, e.g. EMR Serverless execution roles) use it.
@@ -71,4 +73,4 @@ def client(service: str, endpoint: str, *, config: Config | None = None) -> Any:
     """
     merged = LOCAL_CLIENT_CONFIG.merge(config) if config is not None else LOCAL_CLIENT_CONFIG
     with _session_lock:
-        return _local_session().client(service, endpoint_url=endpoint, config=merged)
+        return aws_client(service, session=_local_session(), endpoint=endpoint, config=merged)

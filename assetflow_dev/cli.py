@@ -174,9 +174,8 @@ def _is_loopback(endpoint: str) -> bool:
 
 
 def _client(service: str, endpoint: str | None, *, local: bool) -> Any:
-    from botocore.config import Config
-
-    from assetflow.local import LOCAL_REGION, client
+    from assetflow.adapters.clients import aws_client
+    from assetflow_dev import LOCAL_REGION, client
 
     if local and endpoint:
         return client(service, endpoint)
@@ -187,8 +186,7 @@ def _client(service: str, endpoint: str | None, *, local: bool) -> Any:
         # An emulator on this machine accepts any credentials; a shell without AWS ones still works.
         return client(service, endpoint)
     region = session.region_name or (LOCAL_REGION if endpoint and _is_loopback(endpoint) else None)
-    config = Config(retries={"mode": "standard", "total_max_attempts": 4}, connect_timeout=5, read_timeout=30)
-    return session.client(service, endpoint_url=endpoint, region_name=region, config=config)
+    return aws_client(service, session=session, endpoint=endpoint, region=region)
 
 
 def _target(args: argparse.Namespace) -> _Target:
@@ -385,15 +383,15 @@ def _principal() -> str:
 
 def cmd_events_emit(args: argparse.Namespace) -> int:
     """Create an asset event, as POST /assets/events does."""
-    from assetflow.usecases import views
+    from assetflow.usecases import requests
 
     with _view_errors(args):
-        extra = views.parse_body(args.extra) if args.extra is not None else None
-        request = views.parse_emit_request(
+        extra = requests.parse_body(args.extra) if args.extra is not None else None
+        request = requests.parse_emit_request(
             {"uri": args.uri, "extra": extra, "partition_key": args.partition_key}
         )
         catalog = _view_catalog(args)
-        result = views.emit_event(
+        result = requests.emit_event(
             _store(args),
             catalog,
             request,
@@ -442,10 +440,10 @@ def cmd_queue_list(args: argparse.Namespace) -> int:
 
 def cmd_queue_clear(args: argparse.Namespace) -> int:
     """Drop a pipeline's queued asset events (of one asset with --asset)."""
-    from assetflow.usecases import views
+    from assetflow.usecases import requests
 
     with _view_errors(args):
-        result = views.clear_queue(_store(args), _view_catalog(args), args.pipeline, uri=args.asset)
+        result = requests.clear_queue(_store(args), _view_catalog(args), args.pipeline, uri=args.asset)
     if args.json:
         _print_json(result)
     else:
@@ -524,7 +522,7 @@ def cmd_quarantine_list(args: argparse.Namespace) -> int:
 
 
 def _runtime_options(args: argparse.Namespace, work_dir: Path) -> Any:
-    from assetflow.local.runtime import RuntimeOptions
+    from assetflow_dev.runtime import RuntimeOptions
 
     try:
         return RuntimeOptions(
@@ -560,8 +558,8 @@ def _stopped_by_signals() -> Iterator[None]:
 
 def _runtime_errors(*more: type[Exception]) -> tuple[type[Exception], ...]:
     """The errors that mean the runtime could not start: shown as one line, not a traceback."""
-    from assetflow.local.emulators import EmulatorError
-    from assetflow.local.runtime import LocalRuntimeError
+    from assetflow_dev.emulators import EmulatorError
+    from assetflow_dev.runtime import LocalRuntimeError
 
     return (EmulatorError, LocalRuntimeError, LoadError, CatalogError, *more)
 
@@ -582,7 +580,7 @@ def _log_to(path: Path) -> None:
 
 def cmd_dev_up(args: argparse.Namespace) -> int:
     """Run the local runtime in the foreground until Ctrl-C or SIGTERM."""
-    from assetflow.local.runtime import LocalRuntime
+    from assetflow_dev.runtime import LocalRuntime
 
     options = _runtime_options(args, Path.cwd() / ".assetflow")
     _log_to(options.work_dir / "logs" / "runtime.log")
@@ -608,7 +606,7 @@ def cmd_dev_up(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the example pipelines end to end on the local runtime."""
-    from assetflow.local.demo import DemoError, run_demo
+    from assetflow_dev.demo import DemoError, run_demo
 
     work_dir = Path.cwd() / ".assetflow" / "demo"
     shutil.rmtree(work_dir / "data", ignore_errors=True)  # each demo starts from fresh sample data
@@ -624,124 +622,170 @@ def cmd_demo(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every command."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--pipelines",
-        default="pipelines",
-        help="definitions folder, .py file or module (default: pipelines/)",
-    )
-    common.add_argument(
-        "--endpoint-url",
-        default=os.environ.get("AWS_ENDPOINT_URL"),
-        help="AWS endpoint (default: $AWS_ENDPOINT_URL)",
-    )
-    common.add_argument("--env", help="a deployed environment, read from its stack outputs")
-    common.add_argument("--json", action="store_true", help="print JSON")
+Handler = Callable[[argparse.Namespace], int]
 
-    parser = argparse.ArgumentParser(prog="assetflow", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
 
-    def add(
-        name: str,
-        handler: Callable[[argparse.Namespace], int],
-        help_text: str,
-        *parents: argparse.ArgumentParser,
+class _Commands:
+    """The command tree: top-level commands and ``<group> <action>`` ones, all with the common options."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+        self.common = _options(
+            (
+                "--pipelines",
+                {
+                    "default": "pipelines",
+                    "help": "definitions folder, .py file or module (default: pipelines/)",
+                },
+            ),
+            (
+                "--endpoint-url",
+                {
+                    "default": os.environ.get("AWS_ENDPOINT_URL"),
+                    "help": "AWS endpoint (default: $AWS_ENDPOINT_URL)",
+                },
+            ),
+            ("--env", {"help": "a deployed environment, read from its stack outputs"}),
+            ("--json", {"action": "store_true", "help": "print JSON"}),
+        )
+
+    def command(
+        self, name: str, handler: Handler, text: str, *parents: argparse.ArgumentParser
     ) -> argparse.ArgumentParser:
-        handlers[name] = handler
-        sub = commands.add_parser(name, parents=[common, *parents], help=help_text, description=help_text)
+        """A top-level command."""
+        sub = self.commands.add_parser(name, parents=[self.common, *parents], help=text, description=text)
         sub.set_defaults(handler=handler)
         return sub
 
-    add("validate", cmd_validate, "check the definitions (URIs, unknown aliases, loops, watcher config)")
-    catalog = add("catalog", cmd_catalog, "print the compiled definitions (--json: the versioned document)")
-    catalog.add_argument("--output", "-o", help="write to this file instead of stdout")
-    graph = add("graph", cmd_graph, "draw the asset graph: watchers -> assets -> pipelines -> outlets")
-    graph.add_argument("--format", choices=("mermaid", "dot", "png"), default="mermaid")
-    graph.add_argument("--output", "-o", help="write to this file (required for png)")
-
-    # The view commands: `assetflow <group> <action>`, each reading DynamoDB through the views.
-    store_options = argparse.ArgumentParser(add_help=False)
-    store_options.add_argument(
-        "--table",
-        help="the assetflow table (default: $ASSETFLOW_TABLE, the --env stack, or .assetflow/dev.json)",
-    )
-    paging = argparse.ArgumentParser(add_help=False)
-    paging.add_argument("--limit", type=int, help="page size, 1 to 1000")
-    paging.add_argument("--next", metavar="TOKEN", help="the 'next' token of the previous page")
-
-    def group(name: str, help_text: str) -> Callable[..., argparse.ArgumentParser]:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+    def group(self, name: str, text: str) -> Callable[..., argparse.ArgumentParser]:
+        """A command group; the returned function adds its actions (``parents`` options after the common ones)."""
+        sub = self.commands.add_parser(name, help=text, description=text)
         actions = sub.add_subparsers(dest="action", required=True, metavar="ACTION")
 
         def action(
-            verb: str, handler: Callable[[argparse.Namespace], int], text: str, *, paged: bool = False
+            verb: str, handler: Handler, help_text: str, *parents: argparse.ArgumentParser
         ) -> argparse.ArgumentParser:
-            parents = [common, store_options, *([paging] if paged else [])]
-            leaf = actions.add_parser(verb, parents=parents, help=text, description=text)
+            leaf = actions.add_parser(
+                verb, parents=[self.common, *parents], help=help_text, description=help_text
+            )
             leaf.set_defaults(handler=handler, command=f"{name} {verb}")
             return leaf
 
         return action
 
-    assets = group("assets", "assets known to the store")
-    assets("list", cmd_assets_list, "assets with last event time and event count", paged=True)
-    events = group("events", "asset events")
-    events_list = events("list", cmd_events_list, "an asset's events, newest first", paged=True)
-    events_list.add_argument("uri", metavar="URI")
-    emit = events("emit", cmd_events_emit, "create an asset event (like Airflow's POST /assets/events)")
+
+def _options(*specs: tuple[str, dict[str, Any]]) -> argparse.ArgumentParser:
+    """A parent parser holding these options (``argparse``'s way of sharing options between commands)."""
+    options = argparse.ArgumentParser(add_help=False)
+    for flag, kwargs in specs:
+        options.add_argument(flag, **kwargs)
+    return options
+
+
+_STORE = _options(
+    (
+        "--table",
+        {"help": "the assetflow table (default: $ASSETFLOW_TABLE, the --env stack, or .assetflow/dev.json)"},
+    ),
+)
+_PAGING = _options(
+    ("--limit", {"type": int, "help": "page size, 1 to 1000"}),
+    ("--next", {"metavar": "TOKEN", "help": "the 'next' token of the previous page"}),
+)
+_RUNTIME = _options(
+    (
+        "--launcher",
+        {
+            "choices": ("spark", "emr-api"),
+            "default": "spark",
+            "help": "spark: run jobs with local Spark (default); emr-api: only call the EMR Serverless API (moto)",
+        },
+    ),
+    (
+        "--max-concurrent-runs",
+        {"type": int, "default": 2, "metavar": "N", "help": "Spark jobs at once (default 2)"},
+    ),
+    (
+        "--warm-workers",
+        {
+            "type": int,
+            "default": 1,
+            "metavar": "N",
+            "help": "Spark drivers kept started, each taking one job (default 1; 0: a cold spark-submit per run)",
+        },
+    ),
+    ("--api-port", {"type": int, "metavar": "PORT", "help": "the local HTTP API's port"}),
+)
+
+
+def _definition_commands(tree: _Commands) -> None:
+    tree.command(
+        "validate", cmd_validate, "check the definitions (URIs, unknown aliases, loops, watcher config)"
+    )
+    catalog = tree.command(
+        "catalog", cmd_catalog, "print the compiled definitions (--json: the versioned document)"
+    )
+    catalog.add_argument("--output", "-o", help="write to this file instead of stdout")
+    graph = tree.command(
+        "graph", cmd_graph, "draw the asset graph: watchers -> assets -> pipelines -> outlets"
+    )
+    graph.add_argument("--format", choices=("mermaid", "dot", "png"), default="mermaid")
+    graph.add_argument("--output", "-o", help="write to this file (required for png)")
+
+
+def _view_commands(tree: _Commands) -> None:
+    # `assetflow <group> <action>`, each reading DynamoDB through the views.
+    assets = tree.group("assets", "assets known to the store")
+    assets("list", cmd_assets_list, "assets with last event time and event count", _STORE, _PAGING)
+    events = tree.group("events", "asset events")
+    events("list", cmd_events_list, "an asset's events, newest first", _STORE, _PAGING).add_argument(
+        "uri", metavar="URI"
+    )
+    emit = events(
+        "emit", cmd_events_emit, "create an asset event (like Airflow's POST /assets/events)", _STORE
+    )
     emit.add_argument("uri", metavar="URI")
     emit.add_argument("--extra", metavar="JSON", help="the event's extra, a JSON object")
     emit.add_argument("--partition-key", metavar="KEY", help="the event's partition key")
     emit.add_argument(
         "--idempotency-key", metavar="KEY", help="repeat the command with the same key to make one event only"
     )
-    queue = group("queue", "queued asset events of a pipeline")
-    queue("list", cmd_queue_list, "a pipeline's queued asset events").add_argument(
+    queue = tree.group("queue", "queued asset events of a pipeline")
+    queue("list", cmd_queue_list, "a pipeline's queued asset events", _STORE).add_argument(
         "pipeline", metavar="PIPELINE"
     )
-    clear = queue("clear", cmd_queue_clear, "drop a pipeline's queued asset events")
+    clear = queue("clear", cmd_queue_clear, "drop a pipeline's queued asset events", _STORE)
     clear.add_argument("pipeline", metavar="PIPELINE")
     clear.add_argument("--asset", metavar="URI", help="only the events of this asset")
-    runs = group("runs", "pipeline runs")
-    runs("list", cmd_runs_list, "runs, newest first", paged=True).add_argument(
+    runs = tree.group("runs", "pipeline runs")
+    runs("list", cmd_runs_list, "runs, newest first", _STORE, _PAGING).add_argument(
         "--pipeline", metavar="ID", help="only this pipeline's runs"
     )
-    runs("show", cmd_runs_show, "one run with triggering_asset_events").add_argument(
+    runs("show", cmd_runs_show, "one run with triggering_asset_events", _STORE).add_argument(
         "run_id", metavar="RUN_ID"
     )
-    quarantine = group("quarantine", "rejected messages")
-    quarantine("list", cmd_quarantine_list, "rejected messages with their reasons", paged=True)
+    quarantine = tree.group("quarantine", "rejected messages")
+    quarantine("list", cmd_quarantine_list, "rejected messages with their reasons", _STORE, _PAGING)
 
-    runtime_options = argparse.ArgumentParser(add_help=False)
-    runtime_options.add_argument(
-        "--launcher",
-        choices=("spark", "emr-api"),
-        default="spark",
-        help="spark: run jobs with local Spark (default); emr-api: only call the EMR Serverless API (moto)",
+
+def _runtime_commands(tree: _Commands) -> None:
+    dev = tree.group("dev", "the local runtime")
+    dev("up", cmd_dev_up, "start the local runtime in the foreground and write .assetflow/dev.json", _RUNTIME)
+    demo = tree.command(
+        "demo", cmd_demo, "run the example pipelines end to end on the local runtime", _RUNTIME
     )
-    runtime_options.add_argument(
-        "--max-concurrent-runs", type=int, default=2, metavar="N", help="Spark jobs at once (default 2)"
-    )
-    runtime_options.add_argument(
-        "--warm-workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="Spark drivers kept started, each taking one job (default 1; 0: a cold spark-submit per run)",
-    )
-    runtime_options.add_argument("--api-port", type=int, metavar="PORT", help="the local HTTP API's port")
-    dev = commands.add_parser("dev", help="the local runtime", description="the local runtime")
-    dev_actions = dev.add_subparsers(dest="action", required=True, metavar="ACTION")
-    up_text = "start the local runtime in the foreground and write .assetflow/dev.json"
-    up = dev_actions.add_parser("up", parents=[common, runtime_options], help=up_text, description=up_text)
-    up.set_defaults(handler=cmd_dev_up, command="dev up")
-    demo = add("demo", cmd_demo, "run the example pipelines end to end on the local runtime", runtime_options)
     demo.add_argument(
         "--timeout", type=float, default=900.0, metavar="SECONDS", help="give up after (default 900)"
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every command."""
+    parser = argparse.ArgumentParser(prog="assetflow", description=__doc__)
+    tree = _Commands(parser)
+    _definition_commands(tree)
+    _view_commands(tree)
+    _runtime_commands(tree)
     return parser
 
 

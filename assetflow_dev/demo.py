@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import AssetAlias
-from assetflow.local.runtime import LocalRuntime, RuntimeOptions
+from assetflow_dev.runtime import LocalRuntime, RuntimeOptions
 
 #: The example watchers the demo feeds, and the asset an operator refreshes through the HTTP API.
 DELIVERIES_WATCHER = "deliveries"

@@ -22,9 +22,9 @@ from typing import Any, ClassVar, Self
 
 from botocore.config import Config
 
-from assetflow.local import processes
-from assetflow.local.aws import LOCAL_AWS_ENV, client
-from assetflow.local.processes import LOOPBACK
+from assetflow_dev import processes
+from assetflow_dev.aws import LOCAL_AWS_ENV, client
+from assetflow_dev.processes import LOOPBACK
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ class Emulator(abc.ABC):
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[1]
 
 
 def find_dynamodb_local_jar(search_roots: Iterable[Path] | None = None) -> Path:
@@ -464,7 +464,7 @@ class DynamoDbLocal(Emulator):
 
 
 class MotoServer(Emulator):
-    """moto's server (`python -m assetflow.local.moto_server -H 127.0.0.1 -p P`: moto's, SQS made linear).
+    """moto's server (`python -m assetflow_dev.moto_server -H 127.0.0.1 -p P`: moto's, SQS made linear).
 
     Serves SQS, S3, EventBridge, EMR Serverless and every other service moto has on one endpoint.
     """
@@ -501,7 +501,7 @@ class MotoServer(Emulator):
 
     def command(self) -> list[str]:
         """Return the moto server command line."""
-        return [self.python, "-m", "assetflow.local.moto_server", "-H", self.host, "-p", str(self.port)]
+        return [self.python, "-m", "assetflow_dev.moto_server", "-H", self.host, "-p", str(self.port)]
 
     def _moto_api(self, path: str, *, method: str = "GET", timeout: float = 5.0) -> Any:
         request = urllib.request.Request(f"{self.endpoint}/moto-api/{path}", method=method)  # noqa: S310

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,39 +32,34 @@ from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from assetflow.adapters.emr import CONTEXT_ARGUMENT, EmrServerlessLauncher
+from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE, EmrServerlessLauncher
 from assetflow.core.events import Run
 from assetflow.core.pipeline import Pipeline
-from assetflow.local import processes
-from assetflow.local.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
-from assetflow.local.spark_pool import (
+from assetflow.jobcode import build_py_files_zip
+from assetflow.ports import SubmissionError
+from assetflow.versions import EMR_RELEASE_LABEL
+from assetflow_dev import processes
+from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
+from assetflow_dev.spark_pool import (
     SparkPool,
     WarmDriverLostError,
     WarmJob,
     WarmJobRefusedError,
 )
-from assetflow.usecases.ports import SubmissionError
-from assetflow.versions import EMR_RELEASE_LABEL
-from spark_jobs.package import (
-    LOCAL_SPARK_CONF,
-    build_py_files_zip,
-    local_spark_submit,
-    local_submit_command,
-)
+from assetflow_dev.submit import local_spark_submit, local_submit_command
+from assetflow_job.contract import CONTEXT_ARGUMENT, PY_FILES_ARCHIVE
+from assetflow_job.local import LOCAL_SPARK_CONF
 
 logger = logging.getLogger(__name__)
 
 #: Receives one EventBridge "EMR Serverless Job Run State Change" event; raising makes the launcher retry.
 StateReporter = Callable[[dict[str, Any]], Any]
 
-JOB_STATE_SOURCE = "aws.emr-serverless"
-JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
 #: The job run states after which EMR Serverless sends no more state changes.
 TERMINAL_STATES = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
 #: Who "created" the local job runs (EMR names the caller of StartJobRun; moto names nobody).
 LOCAL_CREATED_BY = f"arn:aws:sts::{LOCAL_ACCOUNT_ID}:assumed-role/assetflow-local/assetflow-local"
 #: The ``--py-files`` zip that LocalSparkLauncher builds in its work folder.
-LOCAL_PY_FILES_ZIP = "assetflow_jobs.zip"
 #: How many times a state change is offered to a reporter that raises, with doubling pauses in between.
 REPORT_ATTEMPTS = 6
 FIRST_REPORT_PAUSE = 0.2
@@ -446,6 +441,7 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         repo_root: Path,
         work_dir: Path,
         job_env: Mapping[str, str],
+        entry_points: Sequence[str] = (),
         max_concurrent: int = 2,
         master: str = "local[2]",
         report: StateReporter | None = None,
@@ -468,7 +464,7 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         self.run_timeout = run_timeout
         self.spark_submit = spark_submit
         # Built once: the same bytes EMR gets from the stack's code bucket.
-        self.py_files = build_py_files_zip(self.work_dir / LOCAL_PY_FILES_ZIP)
+        self.py_files = build_py_files_zip(self.work_dir / PY_FILES_ARCHIVE, self.repo_root, entry_points)
         inherited = {k: v for k, v in os.environ.items() if not _NOT_INHERITED.match(k)}
         self.job_env: dict[str, str] = inherited | dict(job_env)
         for name, value in (

@@ -1,4 +1,4 @@
-"""moto's server, with its SQS queues made cheap per message for bursts (``python -m assetflow.local.moto_server``).
+"""moto's server, with its SQS queues made cheap per message for bursts (``python -m assetflow_dev.moto_server``).
 
 moto 5.2's SQS does work proportional to the queue's depth for every message sent or received: ``send_message``
 reads ``queue.attributes`` (three passes over every message, each message reading the clock through

@@ -23,8 +23,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from assetflow.local.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
-from assetflow.local.emulators import LOCAL_KAFKA_CONSUMER_TIMEOUTS
+from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
+from assetflow_dev.emulators import LOCAL_KAFKA_CONSUMER_TIMEOUTS
 
 logger = logging.getLogger(__name__)
 

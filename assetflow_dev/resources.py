@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,9 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.uri import normalize_uri
 from assetflow.core.watchers import KafkaTopic, MskCluster, SqsQueue
-from assetflow.local.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION, client
+from assetflow.jobcode import PY_FILES_ARCHIVE, build_py_files_zip
 from assetflow.versions import EMR_RELEASE_LABEL
+from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION, client
 
 logger = logging.getLogger(__name__)
 
@@ -125,8 +127,10 @@ def data_buckets(catalog: Catalog) -> list[str]:
     """The S3 buckets the catalog's asset URIs name (their data lives in local folders)."""
     buckets = set()
     for uri in catalog.assets:
-        if uri.startswith("s3://"):
-            buckets.add(normalize_uri(uri).split("/")[2])
+        # The host alone: Airflow's rules let an s3:// URI carry a user name or a port.
+        bucket = urllib.parse.urlsplit(normalize_uri(uri)).hostname if uri.startswith("s3://") else None
+        if bucket:
+            buckets.add(bucket)
     return sorted(buckets)
 
 
@@ -285,12 +289,10 @@ def _emr_application(emr: Any, name: str) -> str:
 
 def upload_job_code(s3: Any, bucket: str, catalog: Catalog, repo_root: Path, work_dir: Path) -> Path:
     """Upload every pipeline's entry point and the ``--py-files`` zip under ``code/``; return the zip's path."""
-    from assetflow.adapters.emr import PY_FILES_ARCHIVE
-    from spark_jobs.package import build_py_files_zip  # the job packaging lives with the jobs
-
-    archive = build_py_files_zip(work_dir / PY_FILES_ARCHIVE, root=repo_root)
+    entry_points = list(_entry_points(catalog))
+    archive = build_py_files_zip(work_dir / PY_FILES_ARCHIVE, repo_root, entry_points)
     s3.upload_file(str(archive), bucket, f"code/{PY_FILES_ARCHIVE}")
-    for entry_point in _entry_points(catalog):
+    for entry_point in entry_points:
         path = repo_root / entry_point
         if path.is_file():
             s3.upload_file(str(path), bucket, f"code/{entry_point}")

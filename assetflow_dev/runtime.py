@@ -3,13 +3,12 @@
 It starts the emulators, creates the catalog's resources as the stack would, and drives the same Lambda
 handlers with the same event shapes: pollers stand in for the event-source mappings, a Spark launcher for
 EMR Serverless job runs (reporting EventBridge-shaped state changes), a local server for API Gateway and a
-ticker for EventBridge Scheduler. Handlers are found by their Lambda handler names, as Lambda finds them.
+ticker for EventBridge Scheduler. Each function is its module's ``lambda_handler``, wired here explicitly.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, ModuleType, TracebackType
 from typing import IO, Any, Literal, Self
 
 import boto3
@@ -29,30 +28,41 @@ from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Catalog
 from assetflow.core.schedules import AssetOrTimeSchedule
 from assetflow.core.watchers import KafkaTopic
+from assetflow.functions import (
+    handle_api,
+    handle_asset_events,
+    handle_job_state,
+    handle_kafka_records,
+    handle_schedule_tick,
+    handle_sqs_messages,
+)
 from assetflow.loader import load_catalog
-from assetflow.local.api_server import LocalApiServer
-from assetflow.local.aws import LOCAL_AWS_ENV, LOCAL_CLIENT_CONFIG, LOCAL_CLIENT_KWARGS, LOCAL_REGION, client
-from assetflow.local.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBroker
-from assetflow.local.launcher import EmrApiLauncher, LocalSparkLauncher
-from assetflow.local.pollers import KafkaPoller, SqsPoller, StreamPoller, lambda_context
-from assetflow.local.resources import LocalResources, ResourceNames, provision
-from assetflow.local.ticker import ScheduleTicker
+from assetflow_dev.api_server import LocalApiServer
+from assetflow_dev.aws import LOCAL_AWS_ENV, LOCAL_CLIENT_CONFIG, LOCAL_CLIENT_KWARGS, LOCAL_REGION, client
+from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBroker
+from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
+from assetflow_dev.pollers import KafkaPoller, SqsPoller, StreamPoller, lambda_context
+from assetflow_dev.resources import LocalResources, ResourceNames, provision
+from assetflow_dev.ticker import ScheduleTicker
 
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Where `assetflow dev up` writes its connection details, relative to the working directory.
 DEV_CONFIG_NAME = "dev.json"
 
-#: The Lambda handler of each function, by the names the stack deploys them under.
-HANDLERS: Mapping[str, str] = {
-    "sqs-ingest": "functions.handle_sqs_messages.lambda_handler",
-    "kafka-ingest": "functions.handle_kafka_records.lambda_handler",
-    "evaluator": "functions.handle_asset_events.lambda_handler",
-    "run-state": "functions.handle_job_state.lambda_handler",
-    "schedule-tick": "functions.handle_schedule_tick.lambda_handler",
-    "api": "functions.handle_api.lambda_handler",
-}
+#: The module of each function, by the name the stack deploys it under; its ``lambda_handler`` is called
+#: with the same event shapes as on Lambda.
+FUNCTION_MODULES: Mapping[str, ModuleType] = MappingProxyType(
+    {
+        "sqs-ingest": handle_sqs_messages,
+        "kafka-ingest": handle_kafka_records,
+        "evaluator": handle_asset_events,
+        "run-state": handle_job_state,
+        "schedule-tick": handle_schedule_tick,
+        "api": handle_api,
+    }
+)
 
 #: boto3's service-specific endpoint variables for the services the runtime emulates.
 _ENDPOINT_VARIABLES: Mapping[str, str] = {
@@ -69,25 +79,6 @@ Launcher = Literal["spark", "emr-api"]
 
 class LocalRuntimeError(RuntimeError):
     """The local runtime could not start, or was used before it started."""
-
-
-def resolve_handler(spec: str) -> Callable[..., Any]:
-    """Import ``package.module.function`` as Lambda does with a function's handler setting.
-
-    Raises:
-        LocalRuntimeError: the module or the function does not exist.
-    """
-    module_name, _, attribute = spec.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise LocalRuntimeError(
-            f"cannot import {module_name!r} for handler {spec!r}: {exc}; run from the repository root"
-        ) from exc
-    handler = getattr(module, attribute, None)
-    if not callable(handler):
-        raise LocalRuntimeError(f"{module_name!r} has no function {attribute!r}")
-    return handler  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,8 +168,8 @@ class LocalRuntime:
         self.catalog = load_catalog(options.pipelines)
         logs = self.work_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        handlers = {name: resolve_handler(spec) for name, spec in HANDLERS.items()}
-        self._redirect_function_logs(handlers)
+        handlers = {name: module.lambda_handler for name, module in FUNCTION_MODULES.items()}
+        self._redirect_function_logs()
         has_kafka = any(isinstance(w.source, KafkaTopic) for w, _asset in self.catalog.watchers.values())
         self.dynamodb = DynamoDbLocal(port=options.dynamodb_port, log_dir=logs)
         self.moto = MotoServer(port=options.moto_port, log_dir=logs)
@@ -197,7 +188,7 @@ class LocalRuntime:
             names=options.names,
             repo_root=options.repo_root,
         )
-        self.launcher = self._build_launcher(self.resources, self.dynamodb.endpoint)
+        self.launcher = self._build_launcher(self.catalog, self.resources, self.dynamodb.endpoint)
         self.deps = deps = self._dependencies(launcher=self.launcher)
         self._warm(deps)
         self.launcher.report = self._invoker(handlers["run-state"], "run-state", deps, self._job_state)
@@ -358,7 +349,7 @@ class LocalRuntime:
         for part in ("catalog", "store", "bus", "launcher", "evaluator", "run_states", "extras"):
             getattr(deps, part, None)
 
-    def _build_launcher(self, r: LocalResources, dynamodb_endpoint: str) -> Any:
+    def _build_launcher(self, catalog: Catalog, r: LocalResources, dynamodb_endpoint: str) -> Any:
         emr = EmrServerlessLauncher(
             emr_client=self.client("emr-serverless"),
             s3_client=self.client("s3"),
@@ -377,6 +368,7 @@ class LocalRuntime:
             repo_root=self.options.repo_root,
             work_dir=self.work_dir,
             job_env=self._job_env(),
+            entry_points=[p.job.entry_point for p in catalog.pipelines.values()],
             max_concurrent=self.options.max_concurrent_runs,
             warm_workers=self.options.warm_workers,
             master=f"local[{max(1, min(2, os.cpu_count() or 1))}]",
@@ -479,15 +471,14 @@ class LocalRuntime:
         for poller in self.pollers:
             poller.start()
 
-    def _redirect_function_logs(self, handlers: Mapping[str, Callable[..., Any]]) -> None:
+    def _redirect_function_logs(self) -> None:
         # Powertools loggers write JSON lines to stdout, as Lambda's runtime hands them to CloudWatch Logs;
         # locally they go to one file, so that a console shows progress rather than every record's log.
         if self.options.function_log is None:
             return
         self.options.function_log.parent.mkdir(parents=True, exist_ok=True)
         self._function_log = self.options.function_log.open("a", encoding="utf-8")
-        for handler in handlers.values():
-            module = importlib.import_module(handler.__module__)
+        for module in FUNCTION_MODULES.values():
             powertools_logger = getattr(module, "logger", None)
             registered = getattr(powertools_logger, "registered_handler", None)
             if isinstance(registered, logging.StreamHandler):

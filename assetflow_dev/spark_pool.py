@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assetflow.local import processes
-from assetflow.local._spark_worker import SETTINGS_ENV
+from assetflow_dev import processes
+from assetflow_dev._spark_worker import SETTINGS_ENV
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+from assetflow_job.contract import CONTEXT_ARGUMENT, CONTEXT_FORMAT, DOCUMENT_VERSION, OUTLET_METADATA_FORMAT
 from assetflow_job.errors import RunContextError
 from assetflow_job.events import AssetEvent, parse_timestamp
 from assetflow_job.extras import ExtraResolver, ResolvingEventReader
@@ -20,10 +21,7 @@ from assetflow_job.storage import read_text, write_text
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_ARGUMENT = "--assetflow-context"
-CONTEXT_FORMAT = "assetflow.run-context"
-OUTLET_METADATA_FORMAT = "assetflow.outlet-metadata"
-SUPPORTED_VERSION = 1
+SUPPORTED_VERSION = DOCUMENT_VERSION
 
 
 def split_context_argument(argv: Sequence[str]) -> tuple[str, list[str]]:

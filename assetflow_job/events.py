@@ -7,31 +7,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from assetflow_job import contract
+
 
 def parse_timestamp(text: str) -> datetime:
-    """Parse a contract timestamp (``2026-11-21T10:15:00.123456Z``) into an aware UTC datetime.
+    """Parse a document's timestamp into an aware UTC datetime (one without an offset is taken as UTC).
 
     Raises:
         ValueError: when ``text`` is not ISO-8601.
 
     """
-    if not isinstance(text, str):
-        raise ValueError(f"a timestamp must be a string, got {type(text).__name__}")
-    value = text.strip()
-    # Python 3.9's fromisoformat does not accept the "Z" suffix.
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+    return contract.parse_timestamp(text, naive_is_utc=True)
 
 
 def format_timestamp(value: datetime) -> str:
-    """Format a datetime the contract's way: UTC, microseconds, ``Z``."""
+    """Format a datetime the documents' way: UTC, microseconds, ``Z`` (a naive one is taken as UTC)."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return contract.format_timestamp(value)
 
 
 @dataclass(frozen=True)

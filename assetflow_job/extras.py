@@ -15,13 +15,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from assetflow_job.contract import REF_KEY
 from assetflow_job.errors import ExtraReferenceError
 from assetflow_job.events import AssetEvent
 from assetflow_job.storage import boto3_client, endpoint_url, is_s3_uri, read_bytes
 
 logger = logging.getLogger(__name__)
 
-REF_KEY = "extra_ref"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 

@@ -327,7 +327,7 @@ def emulators(*, dynamodb: bool = True, moto: bool = True) -> Iterator[dict[str,
         EmulatorNotInstalledError: Java, the DynamoDB Local jar or moto is missing
             (run scripts/install-tools.sh and pip install -r requirements-local.txt).
     """
-    from assetflow.local import DynamoDbLocal, MotoServer
+    from assetflow_dev import DynamoDbLocal, MotoServer
 
     with contextlib.ExitStack() as stack:
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="assetflow-bench-")))

@@ -76,9 +76,9 @@ TIMEOUT_PER_MESSAGE_SECONDS = 1.0
 
 PIPELINES = ROOT / "benchmarks" / "pipelines" / "burst"
 
-SQS_FUNCTION = "functions.handle_sqs_messages"
-EVALUATOR_FUNCTION = "functions.handle_asset_events"
-RUN_STATE_FUNCTION = "functions.handle_job_state"
+SQS_FUNCTION = "assetflow.functions.handle_sqs_messages"
+EVALUATOR_FUNCTION = "assetflow.functions.handle_asset_events"
+RUN_STATE_FUNCTION = "assetflow.functions.handle_job_state"
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def counted_runtime(options: Any, counter: RequestCounter) -> Any:
     The functions' clients come from their ``Dependencies`` (one per function, per watcher for ingest), the
     pollers' and the launcher's from the runtime's ``client``; both are wrapped as they are made.
     """
-    from assetflow.local.runtime import LocalRuntime
+    from assetflow_dev.runtime import LocalRuntime
 
     class CountedRuntime(LocalRuntime):
         """The local runtime with every client it builds for the workload attached to the counter."""
@@ -163,7 +163,7 @@ def counted_runtime(options: Any, counter: RequestCounter) -> Any:
 
 
 def _matching_stream_records(event: Mapping[str, Any]) -> int:
-    # The stack's mapping filters the stream (infra/evaluator.py): only INSERTs of asset events invoke the
+    # The stack's mapping filters the stream (assetflow/cdk/evaluator.py): only INSERTs of asset events invoke the
     # evaluator on AWS. The local poller hands it every record; the others are not billed invocations.
     return sum(
         1
@@ -179,7 +179,7 @@ def record_invocations(started: Any, counter: RequestCounter) -> None:
     The runtime runs one invocation of a function at a time (one execution environment); the wrapper takes a
     lock per function around the call too, so that the time counted is the invocation's, not the wait for it.
     """
-    from assetflow.local.pollers import SqsPoller, StreamPoller
+    from assetflow_dev.pollers import SqsPoller, StreamPoller
 
     locks = {name: threading.Lock() for name in (SQS_FUNCTION, EVALUATOR_FUNCTION, RUN_STATE_FUNCTION)}
 
@@ -216,7 +216,7 @@ class Monitor:
 
     def __init__(self, started: Any) -> None:
         from assetflow.adapters.dynamodb import DynamoDbStore
-        from assetflow.local import client
+        from assetflow_dev import client
 
         self.table = started.resources.table
         self.ddb = client("dynamodb", started.endpoints()["dynamodb"])
@@ -345,7 +345,7 @@ def send_burst(
     Raises:
         BenchmarkCheckError: SQS kept refusing some entries.
     """
-    from assetflow.local import client
+    from assetflow_dev import client
 
     chunks = [list(range(i, min(i + SQS_BATCH, messages))) for i in range(0, messages, SQS_BATCH)]
     ids: dict[int, str] = {}
@@ -386,12 +386,12 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
 
     moto (5.2.5) as shipped computes the queue's attributes, counting its messages, for every message it sends
     or receives, so each request costs time proportional to the backlog; the local runtime's moto server
-    (``assetflow.local.moto_server``) patches that out. This checks the emulator's share of a burst stays small,
+    (``assetflow_dev.moto_server``) patches that out. This checks the emulator's share of a burst stays small,
     and projects what the issue's 10,000 take through it.
     """
     import statistics
 
-    from assetflow.local import client
+    from assetflow_dev import client
 
     found: dict[str, Any] = {}
     with emulators(dynamodb=False) as started:
@@ -540,7 +540,7 @@ def follow(
 @contextmanager
 def only_pollers_of(started: Any, scenario: Scenario) -> Iterator[None]:
     """Stop the SQS pollers of the other scenarios' queues for the block, as if only this one were deployed."""
-    from assetflow.local.pollers import SqsPoller
+    from assetflow_dev.pollers import SqsPoller
 
     urls = {started.resources.queues[w].url for w in scenario.watchers}
     others = [p for p in started.pollers if isinstance(p, SqsPoller) and p.queue_url not in urls]
@@ -567,7 +567,7 @@ class Deployment:
 def deployment(work_dir: Path) -> Iterator[Deployment]:
     """A fresh local runtime (emr-api launcher) on ``benchmarks/pipelines/burst``, counted and instrumented."""
     require_root_cwd()
-    from assetflow.local.runtime import RuntimeOptions
+    from assetflow_dev.runtime import RuntimeOptions
 
     counter = RequestCounter()
     options = RuntimeOptions(pipelines=str(PIPELINES), work_dir=work_dir, launcher="emr-api", schedules=False)

@@ -2,9 +2,9 @@
 
 Every measurement is a fresh interpreter, as a new Lambda container is (issue 6, item 5):
 
-- **import**: ``import functions.<handler>`` timed inside a fresh ``python -c`` (the interpreter's own start is
-  measured apart, as ``python -c pass``), several times, median; one more run under ``-X importtime`` gives
-  the packages that cost the most;
+- **import**: ``import assetflow.functions.<handler>`` timed inside a fresh ``python -c`` (the interpreter's
+  own start is measured apart, as ``python -c pass``), several times, median; one more run under
+  ``-X importtime`` gives the packages that cost the most;
 - **first event**: a fresh process configured as the stack configures a function (environment variables,
   the example catalog compiled from ``pipelines/``) on DynamoDB Local and moto imports the handler, builds
   its dependencies through the real composition root (``assetflow.composition.dependencies()``), handles
@@ -101,23 +101,33 @@ class Handler:
 
 HANDLERS = (
     Handler(
-        "functions.handle_sqs_messages",
+        "assetflow.functions.handle_sqs_messages",
         "assetflow-ingest",
         ("catalog", "store", "messages"),
         {"WATCHER_NAME": "deliveries"},
     ),
     Handler(
-        "functions.handle_kafka_records",
+        "assetflow.functions.handle_kafka_records",
         "assetflow-ingest",
         ("catalog", "store", "messages"),
         {"WATCHER_NAME": "sensor-readings"},
     ),
-    Handler("functions.handle_asset_events", "assetflow-evaluator", ("catalog", "store", "evaluator"), {}),
-    Handler("functions.handle_job_state", "assetflow-run-state", ("catalog", "store", "run_states"), {}),
     Handler(
-        "functions.handle_schedule_tick", "assetflow-schedule-tick", ("catalog", "store", "run_states"), {}
+        "assetflow.functions.handle_asset_events",
+        "assetflow-evaluator",
+        ("catalog", "store", "evaluator"),
+        {},
     ),
-    Handler("functions.handle_api", "assetflow-api", ("catalog", "store"), {}),
+    Handler(
+        "assetflow.functions.handle_job_state", "assetflow-run-state", ("catalog", "store", "run_states"), {}
+    ),
+    Handler(
+        "assetflow.functions.handle_schedule_tick",
+        "assetflow-schedule-tick",
+        ("catalog", "store", "run_states"),
+        {},
+    ),
+    Handler("assetflow.functions.handle_api", "assetflow-api", ("catalog", "store"), {}),
 )
 
 #: The benchmark's own asset and pipelines, added to the example catalog so that every event makes a run
@@ -152,7 +162,7 @@ class Deployment:
 
     def __init__(self, *, ddb: str, moto: str, workdir: Path) -> None:
         from assetflow.adapters.dynamodb import DynamoDbStore
-        from assetflow.local import LOCAL_AWS_ENV, client
+        from assetflow_dev import LOCAL_AWS_ENV, client
 
         tag = uuid.uuid4().hex[:8]
         self.table, self.bucket, self.bus = f"bench-cold-{tag}", f"bench-cold-{tag}", f"bench-cold-{tag}"
@@ -283,7 +293,7 @@ class Deployment:
         }
 
     def _event_handle_job_state(self) -> dict[str, Any]:
-        from assetflow.local.launcher import job_state_event
+        from assetflow_dev.launcher import job_state_event
 
         job_run_id = self._submitted_job()
         return job_state_event(application_id=self.application_id, job_run_id=job_run_id, state="SUCCESS")
@@ -293,7 +303,7 @@ class Deployment:
         import boto3
 
         from assetflow.composition import Dependencies, Settings
-        from assetflow.local import LOCAL_CLIENT_KWARGS
+        from assetflow_dev import LOCAL_CLIENT_KWARGS
 
         settings = Settings(
             table_name=self.table,
@@ -504,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "catalog": "pipelines/ (examples)",
         },
         notes=[
-            "import: import functions.<handler> inside a fresh python -c (interpreter start excluded).",
+            "import: import assetflow.functions.<handler> inside a fresh python -c (interpreter start excluded).",
             "first event: fresh process, environment as the stack sets it, on DynamoDB Local and moto; "
             "to 1st event = import + dependencies + first event (in process, interpreter start excluded); "
             "process wall includes interpreter start, the warm event and exit.",

@@ -557,13 +557,13 @@ def synthesize_template(env: str, workdir: Path, *, timeout: float = 300) -> dic
 
 # ---- the measured workload ------------------------------------------------------------------------------
 
-#: Memory of the functions (infra/config.py's defaults; checked against the synthesised template).
+#: Memory of the functions (assetflow/cdk/config.py's defaults; checked against the synthesised template).
 MEMORY_MB = {
-    "functions.handle_sqs_messages": 256,
-    "functions.handle_asset_events": 512,
-    "functions.handle_job_state": 512,
+    "assetflow.functions.handle_sqs_messages": 256,
+    "assetflow.functions.handle_asset_events": 512,
+    "assetflow.functions.handle_job_state": 512,
 }
-#: The evaluator's stream batch size (infra/config.py ``stream_batch_size``) and SQS's largest receive.
+#: The evaluator's stream batch size (assetflow/cdk/config.py ``stream_batch_size``) and SQS's largest receive.
 STREAM_BATCH = 25
 SQS_BATCH = 10
 #: The states EventBridge reports for every EMR Serverless job run that succeeds; the stack's rule matches
@@ -641,7 +641,7 @@ class Workload:
         from assetflow.adapters.dynamodb import DynamoDbStore
         from assetflow.composition import Dependencies, Settings
         from assetflow.core.catalog import Catalog
-        from assetflow.local import LOCAL_CLIENT_KWARGS, client
+        from assetflow_dev import LOCAL_CLIENT_KWARGS, client
 
         self.scenario = scenario
         self.counter = counter
@@ -728,7 +728,7 @@ class Workload:
 
     def pump_ingest(self) -> int:
         """The SQS event source mappings: one receive per queue, the function on the batch, then the delete."""
-        from functions import handle_sqs_messages
+        from assetflow.functions import handle_sqs_messages
 
         handled = 0
         for queue, url in self.queue_urls.items():
@@ -801,7 +801,7 @@ class Workload:
 
     def pump_stream(self) -> int:
         """The stream's event source mapping: its filter (new asset events only), then batches of 25."""
-        from functions import handle_asset_events
+        from assetflow.functions import handle_asset_events
 
         wanted = [
             r
@@ -819,7 +819,7 @@ class Workload:
     def pump_jobs(self) -> int:
         """Each new job run: the job-side helper's S3 reads and writes, then its states through EventBridge."""
         import assetflow_job
-        from functions import handle_job_state
+        from assetflow.functions import handle_job_state
 
         jobs = [
             j["id"]
@@ -843,7 +843,7 @@ class Workload:
         return len(new)
 
     def _job_state_event(self, job_run_id: str, state: str) -> dict[str, Any]:
-        from assetflow.local.launcher import job_state_event
+        from assetflow_dev.launcher import job_state_event
 
         return job_state_event(application_id=self.application_id, job_run_id=job_run_id, state=state)
 
@@ -867,7 +867,7 @@ class Workload:
 @contextmanager
 def _counting_logs(counter: RequestCounter) -> Iterator[None]:
     """Count what the functions' Powertools loggers write (and keep it off the terminal)."""
-    from functions import handle_asset_events, handle_job_state, handle_sqs_messages
+    from assetflow.functions import handle_asset_events, handle_job_state, handle_sqs_messages
 
     sink = CountingSink()
     loggers = (

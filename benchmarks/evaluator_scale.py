@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             core_runs[size].append({k: v * 1e6 for k, v in percentiles(seconds).items()})
 
     dynamodb_runs: dict[int, list[dict[str, float]]] = {size: [] for size in sizes}
-    from assetflow.local import client as local_client
+    from assetflow_dev import client as local_client
 
     # One DynamoDB Local for every run (its tables have no stream: see time_dynamodb); the sizes are
     # visited in a different order each run.

@@ -259,7 +259,7 @@ class Tracer:
 
     def install(self, started: Any) -> None:
         """Wrap the handlers of the runtime's pollers (they read ``poller.handler`` on every invocation)."""
-        from assetflow.local.pollers import StreamPoller
+        from assetflow_dev.pollers import StreamPoller
 
         for poller in started.pollers:
             poller.handler = self._wrap(
@@ -363,13 +363,10 @@ def function_logs(path: Path) -> Iterator[None]:
     Done here rather than by the runtime: ``LocalRuntime.stop()`` closes its log file while the handlers'
     loggers still write to it, so a second runtime in the same process fails at start.
     """
-    import importlib
-
-    from assetflow.local.runtime import HANDLERS
+    from assetflow_dev.runtime import FUNCTION_MODULES
 
     handlers = []
-    for spec in HANDLERS.values():
-        module = importlib.import_module(spec.rpartition(".")[0])
+    for module in FUNCTION_MODULES.values():
         registered = getattr(getattr(module, "logger", None), "registered_handler", None)
         if isinstance(registered, logging.StreamHandler):
             handlers.append(registered)
@@ -387,7 +384,7 @@ def function_logs(path: Path) -> Iterator[None]:
 def runtime(launcher: str, work_dir: Path, **options: Any) -> Iterator[Any]:
     """The local runtime on the latency pipelines, its functions' logs in a file, no schedules."""
     require_root_cwd()
-    from assetflow.local.runtime import LocalRuntime, RuntimeOptions
+    from assetflow_dev.runtime import LocalRuntime, RuntimeOptions
 
     settings = RuntimeOptions(
         pipelines=str(PIPELINES),
@@ -402,7 +399,7 @@ def runtime(launcher: str, work_dir: Path, **options: Any) -> Iterator[Any]:
 
 def poller_settings(started: Any) -> dict[str, Any]:
     """The settings of the runtime's pollers and launcher that bound each step's latency."""
-    from assetflow.local import pollers
+    from assetflow_dev import pollers
 
     found: dict[str, Any] = {"kafka_poll_timeout_ms": pollers.KAFKA_POLL_TIMEOUT_MS}
     for poller in started.pollers:
@@ -435,7 +432,7 @@ def first_line_reader(started: Any) -> Callable[[str], float | None]:
 
 def warm_spark_supported() -> bool:
     """Whether the runtime offers warm Spark drivers (``RuntimeOptions.warm_workers``)."""
-    from assetflow.local.runtime import RuntimeOptions
+    from assetflow_dev.runtime import RuntimeOptions
 
     return "warm_workers" in RuntimeOptions.__dataclass_fields__
 
@@ -556,8 +553,8 @@ WHAT_IF: Mapping[str, str] = {
 @contextmanager
 def what_if(started: Any, variant: str) -> Iterator[None]:
     """Apply a ``WHAT_IF`` variant to the started runtime for the block, then put everything back."""
-    from assetflow.local.pollers import StreamPoller
-    from assetflow.usecases.ports import NullBus
+    from assetflow.ports import NullBus
+    from assetflow_dev.pollers import StreamPoller
 
     if variant not in WHAT_IF:
         raise ValueError(f"unknown variant {variant!r}; known: {sorted(WHAT_IF)}")

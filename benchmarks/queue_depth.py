@@ -63,7 +63,8 @@ def event(asset: Asset, tag: str, n: int) -> AssetEvent:
 
 def one_run(client: Any, depths: Sequence[int], timed: int) -> dict[str, Any]:
     """Fill one fresh table's queue to each depth in turn and time events there; then b's event."""
-    from assetflow.adapters.dynamodb import DynamoDbStore, StoredQueue, table_definition
+    from assetflow.adapters.dynamodb import DynamoDbStore, table_definition
+    from assetflow.core.queues import StoredQueue
     from assetflow.usecases.evaluate import Evaluator
 
     store = DynamoDbStore(client, f"bench-depth-{uuid.uuid4().hex[:12]}")
@@ -139,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     timed = TIMED[mode]
     results = []
     with emulators(moto=False) as started:
-        from assetflow.local.aws import client as aws_client
+        from assetflow_dev.aws import client as aws_client
 
         client = aws_client("dynamodb", started["dynamodb"].endpoint)
         for n in range(runs):

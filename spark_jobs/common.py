@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-from spark_jobs.package import LOCAL_SPARK_CONF
+from assetflow_job.local import LOCAL_SPARK_CONF
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def spark_session(
     """Yield the active Spark session, or build one and stop it afterwards.
 
     Under spark-submit the master and settings come from its command line (see
-    ``spark_jobs.package.local_submit_command``); ``master`` is for building a session in-process, and a
+    ``assetflow_dev.submit.local_submit_command``); ``master`` is for building a session in-process, and a
     ``local`` master gets the local-friendly settings. A session that already exists (a test's) is
     reused and left running.
     """

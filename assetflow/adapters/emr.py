@@ -12,22 +12,27 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from assetflow.core.errors import AssetflowError, DocumentError, StoreUnavailableError
+from assetflow.core.errors import AssetflowError, StoreUnavailableError
 from assetflow.core.events import Run, format_timestamp
 from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.pipeline import Pipeline
-from assetflow.usecases.ports import SubmissionError, SubmissionRejectedError
+from assetflow.ports import OutletMetadataError, SubmissionError, SubmissionRejectedError
+from assetflow_job.contract import (
+    CONTEXT_ARGUMENT,
+    CONTEXT_FILE,
+    CONTEXT_FORMAT,
+    DOCUMENT_VERSION,
+    OUTLET_METADATA_FILE,
+    OUTLET_METADATA_FORMAT,
+    PY_FILES_ARCHIVE,
+    RUNS_PREFIX,
+)
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_FORMAT = "assetflow.run-context"
-OUTLET_METADATA_FORMAT = "assetflow.outlet-metadata"
-DOCUMENT_VERSION = 1
-CONTEXT_ARGUMENT = "--assetflow-context"
-RUNS_PREFIX = "runs/"
-#: The ``--py-files`` archive under the code prefix: the job-side helper and ``spark_jobs.common``. The same
-#: name as ``infra.bundle.PY_FILES_ARCHIVE`` (what the CDK ``BucketDeployment`` uploads) and ``spark_jobs/package.py``.
-PY_FILES_ARCHIVE = "assetflow_jobs.zip"
+#: The EventBridge event EMR Serverless sends when a job run changes state (its source and detail type).
+JOB_STATE_SOURCE = "aws.emr-serverless"
+JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
 #: Tag keys on every job run, so a job run leads back to its run (also without the store).
 RUN_ID_TAG = "assetflow:run-id"
 PIPELINE_TAG = "assetflow:pipeline"
@@ -58,10 +63,6 @@ class EmrUnavailableError(AssetflowError):
     """EMR Serverless is throttling or failing a read; retrying later may succeed."""
 
 
-class OutletMetadataError(DocumentError):
-    """The outlet metadata a job wrote is not a version-1 ``assetflow.outlet-metadata`` document."""
-
-
 def client_token(run_id: str) -> str:
     """StartJobRun's idempotency token for a run: the same for every attempt, within EMR's 64 characters."""
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:48]
@@ -75,12 +76,12 @@ def run_prefix(runs_bucket: str, pipeline: str, run_id: str) -> str:
 
 def context_uri(runs_bucket: str, pipeline: str, run_id: str) -> str:
     """The S3 URI of a run's context document."""
-    return run_prefix(runs_bucket, pipeline, run_id) + "context.json"
+    return run_prefix(runs_bucket, pipeline, run_id) + CONTEXT_FILE
 
 
 def outlet_metadata_uri(runs_bucket: str, pipeline: str, run_id: str) -> str:
     """The S3 URI the job writes its outlet metadata to when it succeeds."""
-    return run_prefix(runs_bucket, pipeline, run_id) + "outlets.json"
+    return run_prefix(runs_bucket, pipeline, run_id) + OUTLET_METADATA_FILE
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -331,12 +332,30 @@ def read_outlet_metadata(s3_client: Any, uri: str) -> dict[str, Any] | None:
     return document
 
 
+class S3RunOutputs:
+    """What succeeded jobs wrote about their outlets, in the runs bucket (the ``RunOutputs`` port)."""
+
+    def __init__(self, s3_client: Any, runs_bucket: str) -> None:
+        self._s3 = s3_client
+        self.runs_bucket = runs_bucket
+
+    def outlet_metadata(self, pipeline: str, run_id: str) -> dict[str, Any] | None:
+        """The outlet metadata of a run, or None when its job wrote none.
+
+        Raises:
+            OutletMetadataError: the object is not a version-1 outlet metadata document.
+            StoreUnavailableError: S3 is throttling or failing; retry later.
+        """
+        return read_outlet_metadata(self._s3, outlet_metadata_uri(self.runs_bucket, pipeline, run_id))
+
+
 __all__ = [
+    "JOB_STATE_DETAIL_TYPE",
+    "JOB_STATE_SOURCE",
     "PY_FILES_ARCHIVE",
     "EmrServerlessLauncher",
     "EmrUnavailableError",
-    "OutletMetadataError",
-    "SubmissionRejectedError",
+    "S3RunOutputs",
     "client_token",
     "context_uri",
     "outlet_metadata_uri",

@@ -26,39 +26,23 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from assetflow.core.errors import AssetflowError, StoreUnavailableError
 from assetflow.core.jsonvalue import canonical_json
+from assetflow.core.limits import (
+    FACT_SUMMARY_BYTES,
+    INLINE_EXTRA_BYTES,
+    MAX_EXTRA_BYTES_BY_REFERENCE,
+    MAX_INLINE_FACTS_BYTES,
+)
+from assetflow.ports import ExtraTooLargeError
+from assetflow_job.contract import REF_KEY
 
-#: The largest extra (canonical JSON, see ``canonical_json``) an event carries inline when an extras store
-#: is configured. 32 KiB keeps an event, with its URI, source and keys, far below EventBridge's 256 KB entry
-#: and DynamoDB's 400 KB item, however many times it is copied (queue entries, a batch=False run's trigger).
-INLINE_EXTRA_BYTES = 32 * 1024
-#: The hard ceiling of an extra stored by reference; larger messages are quarantined, never truncated.
-#: (Lambda's own payload limit, 6 MB, keeps real messages below it; the ceiling bounds the job's reads.)
-MAX_EXTRA_BYTES_BY_REFERENCE = 10 * 1024 * 1024
 #: Where the extras go in the runs bucket.
 EXTRAS_PREFIX = "extras/"
-#: The key of the reference in an event's extra; the API refuses it in extras that clients send.
-REF_KEY = "extra_ref"
-#: Source facts kept next to a reference when they fit in this many bytes of JSON; otherwise each fact
-#: larger than ``FACT_SUMMARY_BYTES`` is replaced by ``{"omitted_bytes": n}`` (the whole fact is in S3).
-MAX_INLINE_FACTS_BYTES = 8 * 1024
-FACT_SUMMARY_BYTES = 1024
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # S3 answers these for overload or a transient fault; the message (or request) is retried.
 _RETRYABLE_CODES = frozenset(
     {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "503", "500"}
 )
-
-
-class ExtraTooLargeError(AssetflowError, ValueError):
-    """An extra is over ``MAX_EXTRA_BYTES_BY_REFERENCE``, even by reference."""
-
-    def __init__(self, size: int, limit: int) -> None:
-        self.size = size
-        self.limit = limit
-        super().__init__(
-            f"the extra is {size} bytes of JSON, over the {limit}-byte ceiling of extras stored by reference"
-        )
 
 
 class ExtrasUnavailableError(StoreUnavailableError):
@@ -123,6 +107,16 @@ class Detached:
 
     ref: ExtraRef
     data: bytes
+
+    @property
+    def uri(self) -> str:
+        """Where the extra goes."""
+        return self.ref.uri
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes (canonical JSON)."""
+        return self.ref.size
 
 
 def summarise_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,13 +257,9 @@ def _error_code(exc: ClientError) -> str:
 
 __all__ = [
     "EXTRAS_PREFIX",
-    "INLINE_EXTRA_BYTES",
-    "MAX_EXTRA_BYTES_BY_REFERENCE",
-    "REF_KEY",
     "Detached",
     "ExtraRef",
     "ExtraReferenceError",
-    "ExtraTooLargeError",
     "ExtrasUnavailableError",
     "S3ExtrasStore",
     "reference_of",

@@ -12,43 +12,31 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import Draft202012Validator, validator_for
 from referencing.exceptions import Unresolvable
 
-from assetflow.adapters.extras import (
-    Detached,
-    ExtraTooLargeError,
-    S3ExtrasStore,
-    summarise_facts,
-)
+from assetflow.adapters.extras import S3ExtrasStore, summarise_facts
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import DefinitionError
 from assetflow.core.events import AssetEvent, derive_id
 from assetflow.core.filters import extract_field, matches
 from assetflow.core.jsonvalue import thaw_json
+from assetflow.core.limits import (
+    MAX_MESSAGE_EXTRA_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    MAX_QUARANTINE_BODY_BYTES,
+    MAX_QUARANTINE_FACTS_BYTES,
+    LimitError,
+    check_partition_key,
+    nesting_exceeds,
+)
 from assetflow.core.watchers import AssetWatcher, KafkaTopic, MskCluster, SelfManagedKafka, SqsQueue
+from assetflow.ports import Accepted, ExtraTooLargeError, Outcome, Quarantined, ReasonCode
 
-#: The largest event ``extra`` (its JSON as the store writes it: ASCII-escaped) that ingest accepts when no
-#: extras store is configured (no runs bucket). An event is written twice (the event item and its dedupe
-#: record), each a DynamoDB item of at most 400 KB, and it is copied into queue entries and inline run
-#: triggers; 256 KiB leaves room for the keys and the rest of the event. Larger messages are quarantined with
-#: the reason, never truncated. With an extras store, extras over ``extras.INLINE_EXTRA_BYTES`` are stored by
-#: reference instead, up to ``extras.MAX_EXTRA_BYTES_BY_REFERENCE``.
-MAX_EXTRA_BYTES = 256 * 1024
-#: The most of a quarantined message's body that is kept (the quarantine record is one DynamoDB item too);
-#: when a body is cut, the reason says so and the facts keep the full body's size and SHA-256.
-MAX_QUARANTINE_BODY_BYTES = 256 * 1024
-#: The most of a quarantined message's facts (JSON) that is kept; larger values are replaced by their size.
-MAX_QUARANTINE_FACTS_BYTES = 64 * 1024
-#: JSON payloads nested deeper than this are quarantined: filters, schema validation and the event's own
-#: (de)serialisation recurse, and Python's recursion limit must not decide what happens to a message.
-MAX_PAYLOAD_DEPTH = 64
-#: Partition keys go into DynamoDB key attributes (queue keys), whose size is bounded.
-MAX_PARTITION_KEY_BYTES = 512
 #: Validator messages quote the offending value, which may be large.
 MAX_DETAIL_CHARS = 500
 #: The watcher named in quarantine records of messages that no watcher claims; watcher names start with a
@@ -57,48 +45,6 @@ UNKNOWN_WATCHER = "(unknown)"
 _MAX_SCHEMA_ERRORS = 20
 # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
-
-ReasonCode = Literal[
-    "unknown-source",
-    "malformed-record",
-    "not-base64",
-    "not-utf8",
-    "too-deep",
-    "filter",
-    "schema",
-    "schema-unusable",
-    "partition-key",
-    "too-large",
-]
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """A message that becomes one asset event; ``identity`` (the message's identity) is its dedupe key.
-
-    ``detached`` is the whole extra to write to the extras store before the event, whose extra then
-    references it; None when the extra is inline.
-    """
-
-    event: AssetEvent
-    identity: str
-    watcher: str
-    detached: Detached | None = None
-
-
-@dataclass(frozen=True)
-class Quarantined:
-    """A message that is kept aside with the reason; ``code`` names the kind of reason for logs and metrics."""
-
-    watcher: str
-    code: ReasonCode
-    reason: str
-    body: str
-    facts: Mapping[str, Any]
-    identity: str
-
-
-Outcome = Accepted | Quarantined
 
 
 @dataclass(frozen=True)
@@ -276,88 +222,23 @@ class MessageTranslator:
         clusters' topics apart; the record's timestamp (set once, by the producer or the broker) keeps a
         deleted and re-created topic, whose offsets start again at 0, from passing for redeliveries.
         """
-        topic = str(record.get("topic") or "")
-        partition = _as_int(record.get("partition"))
-        offset = _as_int(record.get("offset"))
-        timestamp = record.get("timestamp")
-        stamp = "-" if timestamp is None else timestamp
-        identity = f"kafka:{source.cluster_id}:{topic}:{partition}:{offset}:{stamp}"
-        if partition is None or offset is None:
-            # Malformed records must not share one identity, or all but the first would pass for redeliveries.
-            identity += f":malformed:{_sha256(json.dumps(record, sort_keys=True, default=str))}"
-        raw_value = record.get("value")
-        facts: dict[str, Any] = {
-            "topic": topic,
-            "partition": partition,
-            "offset": offset,
-            "key": None,
-            "headers": {},
-            "timestamp": timestamp,
-            "timestamp_type": record.get("timestampType"),
-        }
-        found = self._kafka_watcher(topic, source)
+        identity, facts = _kafka_identity(record, source)
+        found = self._kafka_watcher(facts["topic"], source)
         watcher_name = found[0].name if found else UNKNOWN_WATCHER
-
         value: bytes | None = None
-        if raw_value is not None:
-            try:
-                value = base64.b64decode(str(raw_value), validate=True)
-            except (binascii.Error, ValueError):
-                return _quarantine(
-                    watcher_name,
-                    "not-base64",
-                    "the record's value is not base64 as Lambda delivers it",
-                    facts,
-                    identity,
-                    text=str(raw_value),
-                )
         try:
-            facts["key"] = _decode_key(record.get("key"))
-        except (binascii.Error, ValueError):
+            value = _kafka_value(record)
+            facts["key"] = _kafka_key(record, value)
+            facts["headers"] = _decode_headers(record.get("headers"))
+            watcher, uri = _kafka_claim(found, facts, source, value)
+            text = None if value is None else _utf8(value)
+        except _RefusedError as refusal:
+            name = refusal.watcher or watcher_name
             return _quarantine(
-                watcher_name,
-                "not-base64",
-                "the record's key is not base64 as Lambda delivers it",
-                facts,
-                identity,
-                raw=value or b"",
+                name, refusal.code, refusal.reason, facts, identity, text=refusal.text, raw=refusal.raw
             )
-        facts["headers"] = _decode_headers(record.get("headers"))
-
-        if found is None:
-            where = source.event_source_arn or ",".join(source.bootstrap_servers) or "an unnamed cluster"
-            return _quarantine(
-                UNKNOWN_WATCHER,
-                "unknown-source",
-                f"no watcher watches Kafka topic {topic!r} on {where}",
-                facts,
-                identity,
-                raw=value or b"",
-            )
-        watcher, uri = found
-        if partition is None or offset is None:
-            return _quarantine(
-                watcher.name,
-                "malformed-record",
-                "the Kafka record has no integer partition and offset",
-                facts,
-                identity,
-                raw=value or b"",
-            )
-        if value is None:
-            # A tombstone (null value): there is no body, and null is the payload.
+        if text is None:  # a tombstone (null value): there is no body, and null is the payload
             return self._judge(watcher, uri, "kafka", None, facts, identity, now, text="", extras=extras)
-        try:
-            text = value.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return _quarantine(
-                watcher.name,
-                "not-utf8",
-                f"the record's value is not UTF-8 ({exc.reason} at byte {exc.start}); the body is kept as base64",
-                facts,
-                identity,
-                raw=value,
-            )
         return self._judge(
             watcher, uri, "kafka", decode_payload(text), facts, identity, now, text=text, extras=extras
         )
@@ -409,7 +290,7 @@ class MessageTranslator:
         def reject(code: ReasonCode, reason: str) -> Quarantined:
             return _quarantine(watcher.name, code, reason, facts, identity, text=text)
 
-        if _nesting_exceeds(payload, MAX_PAYLOAD_DEPTH):
+        if nesting_exceeds(payload, MAX_PAYLOAD_DEPTH):
             return reject("too-deep", f"the JSON payload nests deeper than {MAX_PAYLOAD_DEPTH} levels")
         if source.filter is not None and not matches(source.filter, payload):
             return reject("filter", _filter_reason(source.filter, payload))
@@ -445,11 +326,11 @@ class MessageTranslator:
         if extras is None:
             # Measured as the store writes it (json.dumps' defaults escape non-ASCII), so bytes == characters.
             size = len(json.dumps(extra, sort_keys=True))
-            if size > MAX_EXTRA_BYTES:
+            if size > MAX_MESSAGE_EXTRA_BYTES:
                 return reject(
                     "too-large",
                     f"payload too large for an event; its extra is {size} bytes of JSON, over the "
-                    f"{MAX_EXTRA_BYTES}-byte limit (no extras store is configured to keep it by reference). "
+                    f"{MAX_MESSAGE_EXTRA_BYTES}-byte limit (no extras store is configured to keep it by reference). "
                     "Send a reference to the data (e.g. an s3:// URI) instead",
                 )
         else:
@@ -473,71 +354,104 @@ class MessageTranslator:
         return Accepted(event=event, identity=identity, watcher=watcher.name, detached=detached)
 
 
-class IngestStore(Protocol):
-    """What ingest needs of the store (``DynamoDbStore`` provides it)."""
+# ---- Kafka records ---------------------------------------------------------------------------------------
 
-    def put_event(
-        self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None
-    ) -> tuple[AssetEvent, bool]:
-        """Store an event once per dedupe key."""
-        ...
 
-    def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
-        """The event a message (by its identity) already produced, if any."""
-        ...
+class _RefusedError(Exception):
+    """A record quarantined before its watcher's rules apply, with its body as text or as raw bytes."""
 
-    def quarantine(
+    def __init__(
         self,
-        *,
-        watcher: str,
+        code: ReasonCode,
         reason: str,
-        body: str,
-        facts: Mapping[str, Any],
-        identity: str,
-        now: datetime,
-    ) -> bool:
-        """Keep a rejected message once per identity."""
-        ...
+        *,
+        watcher: str | None = None,
+        text: str | None = None,
+        raw: bytes | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.watcher = watcher
+        self.text = text
+        self.raw = raw
 
 
-def store_outcome(
-    store: IngestStore, outcome: Outcome, *, now: datetime, extras: S3ExtrasStore | None = None
-) -> bool:
-    """Write an outcome: the event, or the quarantine record, once per message identity.
+def _kafka_identity(record: Mapping[str, Any], source: KafkaSource) -> tuple[str, dict[str, Any]]:
+    """A record's identity (its dedupe key) and its source facts, before its key and headers are decoded."""
+    topic = str(record.get("topic") or "")
+    partition = _as_int(record.get("partition"))
+    offset = _as_int(record.get("offset"))
+    timestamp = record.get("timestamp")
+    stamp = "-" if timestamp is None else timestamp
+    identity = f"kafka:{source.cluster_id}:{topic}:{partition}:{offset}:{stamp}"
+    if partition is None or offset is None:
+        # Malformed records must not share one identity, or all but the first would pass for redeliveries.
+        identity += f":malformed:{_sha256(json.dumps(record, sort_keys=True, default=str))}"
+    facts: dict[str, Any] = {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "key": None,
+        "headers": {},
+        "timestamp": timestamp,
+        "timestamp_type": record.get("timestampType"),
+    }
+    return identity, facts
 
-    An extra that goes by reference is written to ``extras`` first, so that a stored event never references
-    a missing object; a redelivery of a stored message writes nothing (at worst, a crash between the two
-    writes leaves an object that no event references).
 
-    Returns whether this call wrote it (False for a redelivery, including one after a crash between the
-    write and the acknowledgement).
+def _kafka_value(record: Mapping[str, Any]) -> bytes | None:
+    """The record's value, decoded from Lambda's base64 (None for a tombstone)."""
+    raw_value = record.get("value")
+    if raw_value is None:
+        return None
+    try:
+        return base64.b64decode(str(raw_value), validate=True)
+    except (binascii.Error, ValueError):
+        raise _RefusedError(
+            "not-base64", "the record's value is not base64 as Lambda delivers it", text=str(raw_value)
+        ) from None
 
-    Raises:
-        StoreUnavailableError: the store (or the extras store: ExtrasUnavailableError) is throttled or
-            unavailable; fail the message so it is retried.
-        ConflictError: a concurrent writer of the same message left the store undecided; retry.
-        ValueError: the outcome detaches its extra but no extras store is given.
 
-    """
-    if isinstance(outcome, Accepted):
-        if outcome.detached is not None:
-            if extras is None:
-                raise ValueError(
-                    "this outcome's extra goes by reference: pass the extras store it was placed by"
-                )
-            if store.find_dedupe(outcome.identity) is not None:
-                return False
-            extras.write(outcome.detached)
-        _, created = store.put_event(outcome.event, dedupe_key=outcome.identity, now=now)
-        return created
-    return store.quarantine(
-        watcher=outcome.watcher,
-        reason=outcome.reason,
-        body=outcome.body,
-        facts=outcome.facts,
-        identity=outcome.identity,
-        now=now,
-    )
+def _kafka_key(record: Mapping[str, Any], value: bytes | None) -> str | dict[str, str] | None:
+    """The record's key, decoded from Lambda's base64."""
+    try:
+        return _decode_key(record.get("key"))
+    except (binascii.Error, ValueError):
+        raise _RefusedError(
+            "not-base64", "the record's key is not base64 as Lambda delivers it", raw=value or b""
+        ) from None
+
+
+def _kafka_claim(
+    found: tuple[AssetWatcher, str] | None, facts: Mapping[str, Any], source: KafkaSource, value: bytes | None
+) -> tuple[AssetWatcher, str]:
+    """The watcher (and its asset) that takes the record, when one does and the record is well formed."""
+    if found is None:
+        where = source.event_source_arn or ",".join(source.bootstrap_servers) or "an unnamed cluster"
+        raise _RefusedError(
+            "unknown-source",
+            f"no watcher watches Kafka topic {facts['topic']!r} on {where}",
+            watcher=UNKNOWN_WATCHER,
+            raw=value or b"",
+        )
+    if facts["partition"] is None or facts["offset"] is None:
+        raise _RefusedError(
+            "malformed-record", "the Kafka record has no integer partition and offset", raw=value or b""
+        )
+    return found
+
+
+def _utf8(value: bytes) -> str:
+    """The record's value as text."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _RefusedError(
+            "not-utf8",
+            f"the record's value is not UTF-8 ({exc.reason} at byte {exc.start}); the body is kept as base64",
+            raw=value,
+        ) from None
 
 
 # ---- decoding helpers ----------------------------------------------------------------------------------
@@ -656,22 +570,6 @@ def _kind_of(value: Any) -> str:
     return "an object"
 
 
-def _nesting_exceeds(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Iterable[Any] = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def _filter_reason(pattern: Mapping[str, Any], payload: Any) -> str:
     if not isinstance(payload, Mapping):
         return f"filtered out: the watcher's filter needs a JSON object payload, got {_kind_of(payload)}"
@@ -695,15 +593,10 @@ def _partition_key(payload: Any, field: str) -> tuple[str | None, str | None]:
         key = value
     else:
         return None, f"{where} is {_kind_of(value)}; a partition key must be a string or a number"
-    if not key.strip():
-        return None, f"{where} is empty"
     try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        return None, f"{where} is not valid Unicode text"
-    if size > MAX_PARTITION_KEY_BYTES:
-        return None, f"{where} is {size} bytes long; partition keys are at most {MAX_PARTITION_KEY_BYTES}"
-    return key, None
+        return check_partition_key(key, what=where), None
+    except LimitError as exc:
+        return None, str(exc)
 
 
 def _fit_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -760,12 +653,8 @@ def _quarantine(
 
 
 __all__ = [
-    "MAX_EXTRA_BYTES",
-    "MAX_PAYLOAD_DEPTH",
-    "MAX_QUARANTINE_BODY_BYTES",
     "UNKNOWN_WATCHER",
     "Accepted",
-    "IngestStore",
     "KafkaSource",
     "MessageTranslator",
     "Outcome",
@@ -773,5 +662,4 @@ __all__ = [
     "build_validator",
     "check_schemas",
     "decode_payload",
-    "store_outcome",
 ]

@@ -12,11 +12,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.config import EnvironmentConfig
-from infra.functions import FunctionDefaults, ServiceFunction
-from infra.ingest import grant_extras_writes
+from assetflow.cdk.config import EnvironmentConfig
+from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
+from assetflow.cdk.ingest import grant_extras_writes
 
-API_HANDLER = "functions.handle_api"
+API_HANDLER = "assetflow.functions.handle_api"
 
 #: Every route of DESIGN §5; each one requires SigV4-signed requests (IAM authorisation).
 ROUTES: tuple[tuple[str, apigwv2.HttpMethod], ...] = (

@@ -11,19 +11,25 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from assetflow.cdk.alarms import QUARANTINE_NAMESPACE, Alarms
+from assetflow.cdk.api import OperatorApi
+from assetflow.cdk.bundle import (
+    CATALOG_FILE,
+    LambdaBundle,
+    build_job_code,
+    build_lambda_bundle,
+    default_build_dir,
+)
+from assetflow.cdk.config import EnvironmentConfig
+from assetflow.cdk.evaluator import Evaluator
+from assetflow.cdk.event_store import EventStore
+from assetflow.cdk.functions import FunctionDefaults, ServiceFunction, powertools_layer_arn
+from assetflow.cdk.grants import grant_objects, grant_table_data
+from assetflow.cdk.ingest import Ingest, watcher_id
+from assetflow.cdk.nag import acknowledge, wildcard_resource
+from assetflow.cdk.runs import CODE_PREFIX, RUNS_PREFIX, RunsBucket, RunStateRule, SparkApplication
+from assetflow.cdk.schedules import TimeSchedules
 from assetflow.core.catalog import Catalog
-from infra.alarms import QUARANTINE_NAMESPACE, Alarms
-from infra.api import OperatorApi
-from infra.bundle import CATALOG_FILE, build_job_code, build_lambda_bundle, default_build_dir
-from infra.config import EnvironmentConfig
-from infra.evaluator import Evaluator
-from infra.event_store import EventStore
-from infra.functions import FunctionDefaults, ServiceFunction, powertools_layer_arn
-from infra.grants import grant_objects, grant_table_data
-from infra.ingest import Ingest, watcher_id
-from infra.nag import acknowledge, wildcard_resource
-from infra.runs import CODE_PREFIX, RUNS_PREFIX, RunsBucket, RunStateRule, SparkApplication
-from infra.schedules import TimeSchedules
 
 #: Where Lambda unpacks the code asset.
 LAMBDA_TASK_ROOT = "/var/task"
@@ -34,8 +40,8 @@ class AssetflowService(Construct):
     """The whole service for one environment, generated from a compiled catalog.
 
     For teams with their own CDK app: ``AssetflowService(stack, "Assetflow", catalog=load_catalog(...),
-    config=EnvironmentConfig(...), project_root=Path(...))``. ``project_root`` holds ``assetflow/``,
-    ``functions/``, ``spark_jobs/`` and ``assetflow_job/``; ``vendor_dependencies`` pip-installs the
+    config=EnvironmentConfig(...), project_root=Path(...))``. ``project_root`` holds the jobs' entry points
+    (paths in the catalog are relative to it); ``vendor_dependencies`` pip-installs the
     functions' third-party dependencies into the code asset (needed for a working deployment, see
     docs/deploy.md), otherwise an earlier vendoring's cache is used if there is one.
 
@@ -62,100 +68,13 @@ class AssetflowService(Construct):
         self.catalog = catalog
         self.config = config
         build = build_dir or default_build_dir(project_root)
-        bundle = build_lambda_bundle(
-            project_root, catalog.to_document(), build_dir=build, vendor=vendor_dependencies
-        )
-        job_code = build_job_code(project_root, build_dir=build)
-
-        self.key = kms.Key(
-            self,
-            "DataKey",
-            description="Encrypts assetflow's table, queues and runs bucket",
-            enable_key_rotation=True,
-            removal_policy=config.removal_policy,
-            pending_window=Duration.days(7),
-        )
-        self.event_store = EventStore(self, "EventStore", key=self.key, removal_policy=config.removal_policy)
-        table = self.event_store.table
-        self.event_bus = events.EventBus(
-            self,
-            "ListenerBus",
-            description="assetflow listener events: asset created, alias created, asset changed, event emitted",
-        )
-        self.runs = RunsBucket(self, "Runs", key=self.key, config=config)
-        self.spark = SparkApplication(
-            self, "Spark", config=config, runs=self.runs, table=table, job_code=job_code
+        bundle = build_lambda_bundle(catalog.to_document(), build_dir=build, vendor=vendor_dependencies)
+        job_code = build_job_code(
+            project_root, [p.job.entry_point for p in catalog.pipelines.values()], build_dir=build
         )
 
-        layer = lambda_.LayerVersion.from_layer_version_arn(
-            self, "PowertoolsLayer", powertools_layer_arn(self, config.powertools_layer_version)
-        )
-        defaults = FunctionDefaults(
-            code=lambda_.Code.from_asset(str(bundle.path)),
-            layers=[layer],
-            environment={
-                "ASSETFLOW_ENV": config.name,
-                "TABLE_NAME": table.table_name,
-                "EVENT_BUS_NAME": self.event_bus.event_bus_name,
-                "RUNS_BUCKET": self.runs.bucket.bucket_name,
-                "CODE_PREFIX": CODE_PREFIX,
-                "EMR_APPLICATION_ID": self.spark.application.attr_application_id,
-                "EMR_JOB_ROLE_ARN": self.spark.job_role.role_arn,
-                "CATALOG_PATH": f"{LAMBDA_TASK_ROOT}/{CATALOG_FILE}",
-                "POWERTOOLS_METRICS_NAMESPACE": QUARANTINE_NAMESPACE,
-            },
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
-        )
-        # The functions' Powertools service names (their Logger/Metrics use the same ones); the quarantine
-        # alarm's metric carries the ingest one as its only dimension.
-        self.ingest_service_name = INGEST_SERVICE
-        self.ingest = Ingest(
-            self,
-            "Ingest",
-            catalog=catalog,
-            config=config,
-            defaults=defaults,
-            key=self.key,
-            service=self.ingest_service_name,
-            extras_bucket=self.runs.bucket,
-        )
-        self.evaluator = Evaluator(
-            self,
-            "Evaluator",
-            table=table,
-            config=config,
-            defaults=defaults,
-            key=self.key,
-            service="assetflow-evaluator",
-        )
-        self.run_state = RunStateRule(
-            self,
-            "RunState",
-            application_id=self.spark.application.attr_application_id,
-            config=config,
-            defaults=defaults,
-            key=self.key,
-            service="assetflow-run-state",
-        )
-        self.schedules = TimeSchedules(
-            self,
-            "Schedules",
-            catalog=catalog,
-            config=config,
-            defaults=defaults,
-            key=self.key,
-            service="assetflow-schedule-tick",
-        )
-        self.api = OperatorApi(
-            self,
-            "Api",
-            config=config,
-            defaults=defaults,
-            service="assetflow-api",
-            extras_bucket=self.runs.bucket,
-        )
-
+        self._stores(job_code)
+        self._functions(self._function_defaults(bundle))
         self._grant()
         self._alarm()
         if not bundle.vendored:
@@ -164,11 +83,103 @@ class AssetflowService(Construct):
                 "The Lambda code asset has no third-party dependencies (croniter, jsonschema): fine for synth and "
                 "tests, broken on AWS. Deploy with `-c vendor=true` (see docs/deploy.md).",
             )
-        if not bundle.has_functions:
-            Annotations.of(self).add_warning_v2(
-                "assetflow:noFunctions",
-                "functions/ is missing: the Lambda handlers are not in the code asset yet.",
-            )
+
+    def _stores(self, job_code: Path | None) -> None:
+        """The key, the table, the listener bus, the runs bucket and the Spark application."""
+        self.key = kms.Key(
+            self,
+            "DataKey",
+            description="Encrypts assetflow's table, queues and runs bucket",
+            enable_key_rotation=True,
+            removal_policy=self.config.removal_policy,
+            pending_window=Duration.days(7),
+        )
+        self.event_store = EventStore(
+            self, "EventStore", key=self.key, removal_policy=self.config.removal_policy
+        )
+        self.event_bus = events.EventBus(
+            self,
+            "ListenerBus",
+            description="assetflow listener events: asset created, alias created, asset changed, event emitted",
+        )
+        self.runs = RunsBucket(self, "Runs", key=self.key, config=self.config)
+        self.spark = SparkApplication(
+            self, "Spark", config=self.config, runs=self.runs, table=self.event_store.table, job_code=job_code
+        )
+
+    def _function_defaults(self, bundle: LambdaBundle) -> FunctionDefaults:
+        """What every function shares: the code asset, the Powertools layer, the environment, the logs."""
+        layer = lambda_.LayerVersion.from_layer_version_arn(
+            self, "PowertoolsLayer", powertools_layer_arn(self, self.config.powertools_layer_version)
+        )
+        return FunctionDefaults(
+            code=lambda_.Code.from_asset(str(bundle.path)),
+            layers=[layer],
+            environment={
+                "ASSETFLOW_ENV": self.config.name,
+                "TABLE_NAME": self.event_store.table.table_name,
+                "EVENT_BUS_NAME": self.event_bus.event_bus_name,
+                "RUNS_BUCKET": self.runs.bucket.bucket_name,
+                "CODE_PREFIX": CODE_PREFIX,
+                "EMR_APPLICATION_ID": self.spark.application.attr_application_id,
+                "EMR_JOB_ROLE_ARN": self.spark.job_role.role_arn,
+                "CATALOG_PATH": f"{LAMBDA_TASK_ROOT}/{CATALOG_FILE}",
+                "POWERTOOLS_METRICS_NAMESPACE": QUARANTINE_NAMESPACE,
+            },
+            log_retention=self.config.log_retention,
+            removal_policy=self.config.removal_policy,
+        )
+
+    def _functions(self, defaults: FunctionDefaults) -> None:
+        """Ingest per watcher, the evaluator, the run-state rule, the time schedules and the API."""
+        # The functions' Powertools service names (their Logger/Metrics use the same ones); the quarantine
+        # alarm's metric carries the ingest one as its only dimension.
+        self.ingest_service_name = INGEST_SERVICE
+        self.ingest = Ingest(
+            self,
+            "Ingest",
+            catalog=self.catalog,
+            config=self.config,
+            defaults=defaults,
+            key=self.key,
+            service=self.ingest_service_name,
+            extras_bucket=self.runs.bucket,
+        )
+        self.evaluator = Evaluator(
+            self,
+            "Evaluator",
+            table=self.event_store.table,
+            config=self.config,
+            defaults=defaults,
+            key=self.key,
+            service="assetflow-evaluator",
+        )
+        self.run_state = RunStateRule(
+            self,
+            "RunState",
+            application_id=self.spark.application.attr_application_id,
+            config=self.config,
+            defaults=defaults,
+            key=self.key,
+            service="assetflow-run-state",
+        )
+        self.schedules = TimeSchedules(
+            self,
+            "Schedules",
+            catalog=self.catalog,
+            config=self.config,
+            defaults=defaults,
+            key=self.key,
+            service="assetflow-schedule-tick",
+        )
+        self.api = OperatorApi(
+            self,
+            "Api",
+            config=self.config,
+            defaults=defaults,
+            service="assetflow-api",
+            extras_bucket=self.runs.bucket,
+        )
 
     @property
     def functions(self) -> list[ServiceFunction]:

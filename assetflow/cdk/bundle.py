@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -11,25 +10,27 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import assetflow
+import assetflow_job
+from assetflow.jobcode import PY_FILES_ARCHIVE, build_py_files_zip
 
 #: Lambda's Python runtime; the vendored wheels are resolved for it.
 LAMBDA_PYTHON_VERSION = "3.12"
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
 LAMBDA_REQUIREMENTS = Path(__file__).with_name("lambda-requirements.txt")
 CATALOG_FILE = "catalog.json"
-#: Name of the ``--py-files`` archive under the code prefix (``spark_jobs/package.py`` builds the same one).
-PY_FILES_ARCHIVE = "assetflow_jobs.zip"
+#: What the functions take of the job-side helper: the names the two sides share (and the package's lazy init).
+_LAMBDA_JOB_MODULES = ("__init__.py", "contract.py")
 
 _SKIP_PARTS = frozenset({"__pycache__", "tests", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-# The local runtime (emulators, process management) never runs inside Lambda.
-_LAMBDA_SKIP = frozenset({("assetflow", "local")})
+# The CDK construct never runs inside Lambda (the local runtime, assetflow_dev, is another package).
+_LAMBDA_SKIP = frozenset({("assetflow", "cdk")})
 _KEEP_FOLDERS = 3
-_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
 class BundleError(RuntimeError):
@@ -42,7 +43,6 @@ class LambdaBundle:
 
     path: Path
     vendored: bool
-    has_functions: bool
 
 
 def _python_files(folder: Path, root: Path, skip: frozenset[tuple[str, ...]] = frozenset()) -> list[Path]:
@@ -135,82 +135,62 @@ def vendored_dependencies(build_dir: Path, *, install: bool) -> Path | None:
     return target
 
 
+def _library_files() -> dict[str, bytes]:
+    """The installed library as the functions need it: ``assetflow`` without the CDK, and the shared contract."""
+    files: dict[str, bytes] = {}
+    package = Path(assetflow.__file__).resolve().parent
+    for path in _python_files(package, package.parent, _LAMBDA_SKIP):
+        files[path.relative_to(package.parent).as_posix()] = path.read_bytes()
+    helper = Path(assetflow_job.__file__).resolve().parent
+    for name in _LAMBDA_JOB_MODULES:
+        files[f"assetflow_job/{name}"] = (helper / name).read_bytes()
+    return files
+
+
 def build_lambda_bundle(
-    project_root: Path, catalog_document: Mapping[str, Any], *, build_dir: Path, vendor: bool = False
+    catalog_document: Mapping[str, Any], *, build_dir: Path, vendor: bool = False
 ) -> LambdaBundle:
-    """Assemble the one Lambda asset folder: ``assetflow/``, ``functions/`` (if present), ``catalog.json``.
+    """Assemble the one Lambda asset folder: the library with its functions, and ``catalog.json``.
 
     Third-party dependencies come from the vendored folder when ``vendor`` asks for them or an earlier
     vendoring left them cached; otherwise the folder holds our code only (enough to synthesise).
 
     Raises:
-        BundleError: ``assetflow/`` is missing, or vendoring failed.
+        BundleError: vendoring failed.
     """
-    package = project_root / "assetflow"
-    if not package.is_dir():
-        raise BundleError(f"{package}: the assetflow package is missing")
-    files: dict[str, bytes] = {}
-    for folder in (package, project_root / "functions"):
-        if folder.is_dir():
-            for path in _python_files(folder, project_root, _LAMBDA_SKIP):
-                files[path.relative_to(project_root).as_posix()] = path.read_bytes()
+    files = _library_files()
     files[CATALOG_FILE] = (json.dumps(catalog_document, sort_keys=True, indent=1) + "\n").encode()
     deps = vendored_dependencies(build_dir, install=vendor)
     key = _digest([*sorted(files.items()), ("deps", (deps.name if deps else "").encode())])
     path = _materialise(build_dir / f"lambda-{key}", files, deps)
-    return LambdaBundle(
-        path=path, vendored=deps is not None, has_functions=(project_root / "functions").is_dir()
-    )
+    return LambdaBundle(path=path, vendored=deps is not None)
 
 
-def build_job_code(
-    project_root: Path, *, build_dir: Path, folders: tuple[str, ...] = ("spark_jobs", "assetflow_job")
-) -> Path | None:
-    """Assemble what goes under the runs bucket's ``code/`` prefix: the job folders and the ``--py-files`` zip.
+def build_job_code(project_root: Path, entry_points: Iterable[str], *, build_dir: Path) -> Path | None:
+    """Assemble what goes under the runs bucket's ``code/`` prefix: the entry points and the ``--py-files`` zip.
 
-    Folders that do not exist (yet) are skipped; with none of them there is nothing to deploy (``None``).
+    Entry points given as ``s3://`` URIs are already in S3; with no local entry point there is nothing to
+    deploy (``None``).
+
+    Raises:
+        BundleError: an entry point is not a file under ``project_root``.
     """
-    files: dict[str, bytes] = {}
-    for name in folders:
-        folder = project_root / name
-        if folder.is_dir():
-            for path in _python_files(folder, project_root):
-                files[path.relative_to(project_root).as_posix()] = path.read_bytes()
-    if not files:
+    local = sorted({e for e in entry_points if not e.startswith("s3://")})
+    if not local:
         return None
-    py_files = _py_files_sources(project_root)
-    if py_files:
-        files[PY_FILES_ARCHIVE] = _deterministic_zip({name: path.read_bytes() for name, path in py_files})
+    files: dict[str, bytes] = {}
+    for entry_point in local:
+        path = project_root / entry_point
+        if not path.is_file():
+            raise BundleError(
+                f"{path}: the job entry point is missing (paths are relative to {project_root})"
+            )
+        files[entry_point] = path.read_bytes()
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = build_py_files_zip(Path(scratch) / PY_FILES_ARCHIVE, project_root, local)
+        files[PY_FILES_ARCHIVE] = archive.read_bytes()
     key = _digest(sorted(files.items()))
     return _materialise(build_dir / f"code-{key}", files)
-
-
-def _py_files_sources(project_root: Path) -> list[tuple[str, Path]]:
-    """What the ``--py-files`` zip holds, as ``spark_jobs/package.py`` (the jobs' own packaging) lists it."""
-    module_path = project_root / "spark_jobs" / "package.py"
-    if not module_path.is_file():
-        return []
-    spec = importlib.util.spec_from_file_location("_assetflow_spark_jobs_package", module_path)
-    if spec is None or spec.loader is None:
-        return []
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sources = getattr(module, "py_files_sources", None)
-    if sources is None:
-        return []
-    return [(name, path) for name, path in sources(project_root) if path.is_file()]
-
-
-def _deterministic_zip(files: Mapping[str, bytes]) -> bytes:
-    with tempfile.TemporaryFile() as raw:
-        with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for name in sorted(files):
-                info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
-                info.external_attr = 0o644 << 16
-                info.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(info, files[name])
-        raw.seek(0)
-        return raw.read()
 
 
 def default_build_dir(project_root: Path) -> Path:

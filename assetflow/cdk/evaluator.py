@@ -11,13 +11,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
-from infra.config import EnvironmentConfig
-from infra.event_store import EVENT_SORT_KEY_PREFIX, SORT_KEY
-from infra.functions import FunctionDefaults, ServiceFunction
-from infra.nag import acknowledge, acknowledge_dlq_sender
-from infra.queues import dead_letter_queue
+from assetflow.cdk.config import EnvironmentConfig
+from assetflow.cdk.event_store import EVENT_SORT_KEY_PREFIX, SORT_KEY
+from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
+from assetflow.cdk.nag import acknowledge, acknowledge_dlq_sender
+from assetflow.cdk.queues import dead_letter_queue
 
-EVALUATOR_HANDLER = "functions.handle_asset_events"
+EVALUATOR_HANDLER = "assetflow.functions.handle_asset_events"
 
 
 def new_asset_events_filter() -> Mapping[str, Any]:

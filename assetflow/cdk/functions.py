@@ -11,7 +11,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.nag import acknowledge
+from assetflow.cdk.nag import acknowledge
 
 #: Powertools for AWS Lambda (Python) v3 publishes its layer from this account in every commercial region.
 POWERTOOLS_LAYER_ACCOUNT = "017000801446"

@@ -8,7 +8,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.nag import acknowledge, wildcard_resource
+from assetflow.cdk.nag import acknowledge, wildcard_resource
 
 #: Item reads and writes, conditional writes and transactions (TransactWriteItems is authorised per item
 #: action). No Scan: every view is a query on a key.

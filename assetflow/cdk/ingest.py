@@ -19,16 +19,16 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from assetflow.adapters.extras import EXTRAS_PREFIX
+from assetflow.cdk.config import ConfigError, EnvironmentConfig, KafkaClusterConfig
+from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
+from assetflow.cdk.grants import KEY_WRITE_ACTIONS
+from assetflow.cdk.nag import acknowledge, acknowledge_dlq_sender, wildcard_resource
+from assetflow.cdk.queues import dead_letter_queue, watched_queue
 from assetflow.core.catalog import Catalog
 from assetflow.core.watchers import KafkaTopic, SqsQueue
-from infra.config import ConfigError, EnvironmentConfig, KafkaClusterConfig
-from infra.functions import FunctionDefaults, ServiceFunction
-from infra.grants import KEY_WRITE_ACTIONS
-from infra.nag import acknowledge, acknowledge_dlq_sender, wildcard_resource
-from infra.queues import dead_letter_queue, watched_queue
 
-SQS_HANDLER = "functions.handle_sqs_messages"
-KAFKA_HANDLER = "functions.handle_kafka_records"
+SQS_HANDLER = "assetflow.functions.handle_sqs_messages"
+KAFKA_HANDLER = "assetflow.functions.handle_kafka_records"
 #: AWS's guidance for SQS event sources: visibility timeout at least six times the function timeout.
 VISIBILITY_TIMEOUT_FACTOR = 6
 _MSK_CLUSTER_ARN = re.compile(r"^(arn:[^:]+:kafka:[^:]+:\d{12}):cluster/([^/]+)/([^/]+)$")
@@ -158,7 +158,7 @@ class Ingest(Construct):
                 raise ConfigError(
                     f"watcher {name!r} reads Kafka topic {source.topic!r} from the environment's default cluster "
                     f"(cluster=None), but environment {self._config.name!r} has no default Kafka cluster: set "
-                    "kafka=KafkaSettings(default_cluster=...) in infra/config.py or give the watcher a cluster"
+                    "kafka=KafkaSettings(default_cluster=...) in assetflow/cdk/config.py or give the watcher a cluster"
                 )
             return kafka.default_cluster
         cluster_doc = source.cluster.to_json()

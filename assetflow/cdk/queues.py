@@ -7,7 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.nag import acknowledge
+from assetflow.cdk.nag import acknowledge
 
 
 def dead_letter_queue(

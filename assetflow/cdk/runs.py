@@ -16,20 +16,19 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
+from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE
 from assetflow.adapters.extras import EXTRAS_PREFIX
-from infra.config import EnvironmentConfig, split_location
-from infra.functions import FunctionDefaults, ServiceFunction
-from infra.grants import grant_objects, grant_table_data
-from infra.nag import acknowledge, wildcard_resource
-from infra.queues import dead_letter_queue
+from assetflow.cdk.config import EnvironmentConfig, split_location
+from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
+from assetflow.cdk.grants import grant_objects, grant_table_data
+from assetflow.cdk.nag import acknowledge, wildcard_resource
+from assetflow.cdk.queues import dead_letter_queue
 
-RUN_STATE_HANDLER = "functions.handle_job_state"
+RUN_STATE_HANDLER = "assetflow.functions.handle_job_state"
 #: Run contexts and outlet metadata (read and written by functions and jobs).
 RUNS_PREFIX = "runs/"
 #: Job code: the Spark entry points, the job-side helper and the --py-files zip (read-only for jobs).
 CODE_PREFIX = "code/"
-JOB_STATE_SOURCE = "aws.emr-serverless"
-JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
 
 
 class RunsBucket(Construct):

@@ -9,14 +9,14 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
 
+from assetflow.cdk.config import EnvironmentConfig
+from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
+from assetflow.cdk.nag import acknowledge, wildcard_resource
+from assetflow.cdk.queues import dead_letter_queue
 from assetflow.core.catalog import Catalog
 from assetflow.core.schedules import AssetOrTimeSchedule
-from infra.config import EnvironmentConfig
-from infra.functions import FunctionDefaults, ServiceFunction
-from infra.nag import acknowledge, wildcard_resource
-from infra.queues import dead_letter_queue
 
-TICK_HANDLER = "functions.handle_schedule_tick"
+TICK_HANDLER = "assetflow.functions.handle_schedule_tick"
 
 
 def time_pipelines(catalog: Catalog) -> dict[str, AssetOrTimeSchedule]:

@@ -8,9 +8,9 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
+from assetflow.cdk.assetflow import AssetflowService
+from assetflow.cdk.config import EnvironmentConfig
 from assetflow.core.catalog import Catalog
-from infra.assetflow import AssetflowService
-from infra.config import EnvironmentConfig
 
 #: Stack output keys (stable: the CLI's ``--env`` and docs/deploy.md rely on them).
 OUTPUT_TABLE_NAME = "TableName"

@@ -5,25 +5,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from assetflow.core.errors import DocumentError
 from assetflow.core.jsonvalue import freeze_json, thaw_json
-
-
-def format_timestamp(moment: datetime) -> str:
-    """UTC ISO-8601 with microseconds and ``Z``: fixed width, so strings sort as times do.
-
-    Raises:
-        ValueError: ``moment`` is naive.
-
-    """
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError("timestamps must be timezone-aware")
-    # isoformat always writes four-digit years (strftime's %Y does not pad years before 1000)
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+from assetflow_job import contract
+from assetflow_job.contract import format_timestamp as format_timestamp  # the documents' one format
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -34,12 +23,9 @@ def parse_timestamp(text: str) -> datetime:
 
     """
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (AttributeError, ValueError) as exc:
-        raise DocumentError(f"not an ISO-8601 timestamp: {text!r}") from exc
-    if moment.tzinfo is None:
-        raise DocumentError(f"timestamp {text!r} has no UTC offset")
-    return moment.astimezone(UTC)
+        return contract.parse_timestamp(text)
+    except ValueError as exc:
+        raise DocumentError(f"not an aware ISO-8601 timestamp: {text!r} ({exc})") from exc
 
 
 def derive_id(prefix: str, *parts: object) -> str:

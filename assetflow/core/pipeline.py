@@ -11,6 +11,7 @@ from typing import Any
 from assetflow.core.conditions import Asset, AssetAlias, Condition, condition_from_json
 from assetflow.core.errors import DefinitionError, DocumentError
 from assetflow.core.schedules import Schedule, as_schedule, schedule_from_json
+from assetflow_job.contract import CONTEXT_ARGUMENT
 
 PIPELINE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _ENTRY_POINT = re.compile(r"^(s3://[^\s]+|[A-Za-z0-9_./-]+)\.py$")
@@ -46,7 +47,7 @@ class SparkJob:
         args = (self.arguments,) if isinstance(self.arguments, str) else tuple(self.arguments)
         if not all(isinstance(a, str) for a in args):
             raise DefinitionError("SparkJob: arguments must be strings")
-        if any(a == "--assetflow-context" or a.startswith("--assetflow-context=") for a in args):
+        if any(a == CONTEXT_ARGUMENT or a.startswith(CONTEXT_ARGUMENT + "=") for a in args):
             raise DefinitionError("SparkJob: --assetflow-context is added by assetflow; do not pass it")
         conf = dict(self.spark_conf)
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in conf.items()):

@@ -158,7 +158,35 @@ def advance(
     """
     if state.pipeline != pipeline.id:
         raise ValueError(f"queue of {state.pipeline!r} given to pipeline {pipeline.id!r}")
-    now = utc(now)
+    queued, added = _queue_entries(state, entries)
+    pending, last_tick, ticked = _hold_ticks(pipeline, state, ticks)
+    slots = None if pipeline.max_active_runs is None else max(0, pipeline.max_active_runs - active_runs)
+    taken = _take_runs(
+        pipeline, state, sorted(queued.values(), key=lambda e: e.sort_key), pending, slots, utc(now)
+    )
+    if not (added or taken.consumed or taken.runs or ticked):
+        return Transition(before=state, after=state)
+    after = replace(
+        state,
+        version=state.version + 1,
+        entries=tuple(taken.remaining),
+        pending_ticks=tuple(taken.pending),
+        last_tick=last_tick,
+    )
+    return Transition(
+        before=state,
+        after=after,
+        added=tuple(added),
+        consumed=tuple(taken.consumed),
+        runs=tuple(taken.runs),
+        more=taken.more,
+    )
+
+
+def _queue_entries(
+    state: QueueState, entries: Iterable[QueueEntry]
+) -> tuple[dict[str, QueueEntry], list[QueueEntry]]:
+    """The queue with ``entries`` added (by event id), and those that were new."""
     queued = {e.event.id: e for e in state.entries}
     added: list[QueueEntry] = []
     for entry in entries:
@@ -166,7 +194,13 @@ def advance(
             continue  # a redelivered event is queued once
         queued[entry.event.id] = entry
         added.append(entry)
+    return queued, added
 
+
+def _hold_ticks(
+    pipeline: Pipeline, state: QueueState, ticks: Iterable[datetime]
+) -> tuple[list[datetime], datetime | None, bool]:
+    """The held ticks with the new ones after the newest handled, that newest tick, and whether it moved."""
     new_ticks = sorted({utc(t) for t in ticks})
     if new_ticks and not isinstance(pipeline.schedule, AssetOrTimeSchedule):
         raise ValueError(f"pipeline {pipeline.id!r} has no cron schedule; it takes no ticks")
@@ -176,63 +210,62 @@ def advance(
         if last_tick is None or tick > last_tick:
             pending.append(tick)
             last_tick = tick
+    return pending, last_tick, bool(new_ticks) and last_tick != state.last_tick
 
-    slots = None if pipeline.max_active_runs is None else max(0, pipeline.max_active_runs - active_runs)
-    remaining = sorted(queued.values(), key=lambda e: e.sort_key)
-    consumed: list[QueueEntry] = []
-    runs: list[Run] = []
-    more = False
+
+@dataclass
+class _Taken:
+    """What one transition takes from a queue: the runs it makes and the entries and ticks they consume."""
+
+    remaining: list[QueueEntry]
+    pending: list[datetime]
+    consumed: list[QueueEntry] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    more: bool = False
+
+
+def _take_runs(
+    pipeline: Pipeline,
+    state: QueueState,
+    remaining: list[QueueEntry],
+    pending: list[datetime],
+    slots: int | None,
+    now: datetime,
+) -> _Taken:
+    """Make runs, held ticks first, while the schedule holds and a slot is free (at most a transition's)."""
+    taken = _Taken(remaining=remaining, pending=pending)
     version = state.version + 1
 
-    def make_run(discriminator: str, taken: Sequence[QueueEntry], scheduled: datetime | None) -> Run:
+    def make_run(discriminator: str, events: Sequence[QueueEntry], scheduled: datetime | None) -> Run:
         return Run(
             run_id=run_id_for(pipeline.id, state.key, discriminator),
             pipeline=pipeline.id,
             state=RunState.QUEUED,
             created_at=now,
             partition_key=state.key or None,
-            triggering_asset_events=group_events(e.event for e in taken),
+            triggering_asset_events=group_events(e.event for e in events),
             scheduled_time=scheduled,
         )
 
-    while slots is None or len(runs) < slots:
-        if len(runs) >= MAX_RUNS_PER_TRANSITION:
-            more = True
+    while slots is None or len(taken.runs) < slots:
+        if len(taken.runs) >= MAX_RUNS_PER_TRANSITION:
+            taken.more = True
             break
-        if pending:
-            tick = pending.pop(0)
-            runs.append(make_run(f"tick:{format_timestamp(tick)}", (), tick))
+        if taken.pending:
+            tick = taken.pending.pop(0)
+            taken.runs.append(make_run(f"tick:{format_timestamp(tick)}", (), tick))
             continue
-        if not remaining:
+        if not taken.remaining:
             break
         if pipeline.batch:
-            present_assets = frozenset(e.event.asset for e in remaining)
-            present_aliases = frozenset(a for e in remaining for a in e.aliases)
-            if not pipeline.condition.evaluate(present_assets, present_aliases):
+            present = QueueState(pipeline.id, entries=tuple(taken.remaining))
+            if not pipeline.condition.evaluate(present.assets(), present.aliases()):
                 break
-            taken, remaining = remaining, []
-            runs.append(make_run(f"v{version}", taken, None))
+            events, taken.remaining = taken.remaining, []
+            taken.runs.append(make_run(f"v{version}", events, None))
         else:
             # Any single event satisfies a batch=False schedule (checked when the pipeline is declared).
-            taken, remaining = remaining[:1], remaining[1:]
-            runs.append(make_run(f"event:{taken[0].event.id}", taken, None))
-        consumed.extend(taken)
-
-    changed = bool(added or consumed or runs or (new_ticks and last_tick != state.last_tick))
-    if not changed:
-        return Transition(before=state, after=state)
-    after = replace(
-        state,
-        version=version,
-        entries=tuple(remaining),
-        pending_ticks=tuple(pending),
-        last_tick=last_tick,
-    )
-    return Transition(
-        before=state,
-        after=after,
-        added=tuple(added),
-        consumed=tuple(consumed),
-        runs=tuple(runs),
-        more=more,
-    )
+            events, taken.remaining = taken.remaining[:1], taken.remaining[1:]
+            taken.runs.append(make_run(f"event:{events[0].event.id}", events, None))
+        taken.consumed.extend(events)
+    return taken

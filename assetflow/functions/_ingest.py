@@ -7,20 +7,12 @@ from datetime import datetime
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.extras import S3ExtrasStore
-from assetflow.adapters.messages import Accepted, Quarantined, store_outcome
+from assetflow.ports import Accepted, Outcome
+from assetflow.usecases.ingest import Ingest
 
 
 def store_and_report(
-    outcome: Accepted | Quarantined,
-    store: DynamoDbStore,
-    *,
-    now: datetime,
-    logger: Logger,
-    metrics: Metrics,
-    noun: str,
-    extras: S3ExtrasStore | None = None,
+    outcome: Outcome, ingest: Ingest, *, now: datetime, logger: Logger, metrics: Metrics, noun: str
 ) -> None:
     """Store an event (its extra first, when it goes by reference) or a quarantine record once, and report it.
 
@@ -28,12 +20,16 @@ def store_and_report(
         StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store (or S3, for an
             extra stored by reference) failed; the handler fails the message so that it comes back.
     """
-    created = store_outcome(store, outcome, now=now, extras=extras)
+    created = ingest.store_outcome(outcome, now=now)
     if isinstance(outcome, Accepted):
-        facts = {"watcher": outcome.watcher, "event_id": outcome.event.id, "identity": outcome.identity}
+        facts: dict[str, str | int] = {
+            "watcher": outcome.watcher,
+            "event_id": outcome.event.id,
+            "identity": outcome.identity,
+        }
         if outcome.detached is not None:
-            facts["extra_uri"] = outcome.detached.ref.uri
-            facts["extra_bytes"] = outcome.detached.ref.size
+            facts["extra_uri"] = outcome.detached.uri
+            facts["extra_bytes"] = outcome.detached.size
         logger.info(
             f"{noun} stored as an event" if created else f"redelivered {noun}: its event exists already",
             extra=facts,

@@ -7,8 +7,9 @@ import binascii
 import re
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -18,8 +19,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.composition import Dependencies, dependencies, utc_now
+from assetflow.core import limits
 from assetflow.core.errors import ConflictError, NotFoundError, StoreUnavailableError
-from assetflow.usecases import views
+from assetflow.usecases import requests, views
 
 logger = Logger(service="assetflow-api")
 app = APIGatewayHttpResolver()
@@ -103,14 +105,14 @@ def query(allowed: frozenset[str]) -> dict[str, str]:
     for name, value in pairs:
         if name not in allowed:
             accepted = ", ".join(sorted(allowed)) or "none"
-            raise views.RequestError(f"unknown query parameter {name!r} (accepted: {accepted})")
+            raise requests.RequestError(f"unknown query parameter {name!r} (accepted: {accepted})")
         if name in found:
-            raise views.RequestError(f"query parameter {name!r} is given more than once")
+            raise requests.RequestError(f"query parameter {name!r} is given more than once")
         found[name] = value
     return found
 
 
-def body(limit: int = views.MAX_BODY_BYTES) -> bytes | str:
+def body(limit: int = limits.MAX_REQUEST_BODY_BYTES) -> bytes | str:
     """The request body (base64-decoded when API Gateway encoded it), refused early when over ``limit``.
 
     Raises:
@@ -121,11 +123,11 @@ def body(limit: int = views.MAX_BODY_BYTES) -> bytes | str:
     if not app.current_event.is_base64_encoded:
         return text
     if len(text) > (limit // 3 + 1) * 4:
-        raise views.PayloadTooLargeError(f"the body is over the limit of {limit} bytes")
+        raise requests.PayloadTooLargeError(f"the body is over the limit of {limit} bytes")
     try:
         return base64.b64decode(text, validate=True)
     except binascii.Error as exc:
-        raise views.RequestError("the body is marked base64 but does not decode") from exc
+        raise requests.RequestError("the body is marked base64 but does not decode") from exc
 
 
 def _path_parameter(value: str) -> str:
@@ -144,13 +146,13 @@ def post_asset_event() -> Response[Any]:
     """Create an asset event: 201 with the event (the same event again for a replayed Idempotency-Key)."""
     query(frozenset())
     extras = _extras()
-    limit = views.MAX_BODY_BYTES if extras is None else views.MAX_BODY_BYTES_BY_REFERENCE
-    request = views.parse_emit_request(
-        views.parse_body(body(limit), limit=limit), by_reference=extras is not None
+    limit = limits.MAX_REQUEST_BODY_BYTES if extras is None else limits.MAX_REQUEST_BODY_BYTES_BY_REFERENCE
+    request = requests.parse_emit_request(
+        requests.parse_body(body(limit), limit=limit), by_reference=extras is not None
     )
     key = app.current_event.headers.get("idempotency-key")
     deps = _deps()
-    result = views.emit_event(
+    result = requests.emit_event(
         deps.store,
         deps.catalog,
         request,
@@ -205,7 +207,9 @@ def delete_queue(pipeline_id: str) -> dict[str, Any]:
     """Drop a pipeline's queued events (of one asset with ``?uri=``); says how many were dropped."""
     params = query(frozenset({"uri"}))
     deps = _deps()
-    result = views.clear_queue(deps.store, deps.catalog, _path_parameter(pipeline_id), uri=params.get("uri"))
+    result = requests.clear_queue(
+        deps.store, deps.catalog, _path_parameter(pipeline_id), uri=params.get("uri")
+    )
     logger.info("queue cleared", extra={**result, "principal": principal()})
     return result
 
@@ -241,6 +245,14 @@ def get_quarantine() -> dict[str, Any]:
 
 # ---- errors --------------------------------------------------------------------------------------------
 
+_E = TypeVar("_E", bound=Exception)
+_ErrorHandler = Callable[[_E], Response[Any]]
+
+
+def _handles(kind: type[_E]) -> Callable[[_ErrorHandler[_E]], _ErrorHandler[_E]]:
+    """Register an error handler with the resolver (Powertools' decorator, typed)."""
+    return cast(Callable[[_ErrorHandler[_E]], _ErrorHandler[_E]], app.exception_handler(kind))
+
 
 @app.not_found
 def unknown_route(_: RouteNotFoundError) -> Response[Any]:
@@ -258,25 +270,25 @@ def unknown_route(_: RouteNotFoundError) -> Response[Any]:
     return error_response(HTTPStatus.NOT_FOUND, "not_found", f"no route {method} {path}")
 
 
-@app.exception_handler(views.ViewError)
-def view_error(exc: views.ViewError) -> Response[Any]:
+@_handles(requests.ViewError)
+def view_error(exc: requests.ViewError) -> Response[Any]:
     """Refused requests: 400, 413 or 422 with the reason."""
     return error_response(exc.status, exc.code, str(exc))
 
 
-@app.exception_handler(NotFoundError)
+@_handles(NotFoundError)
 def not_found(exc: NotFoundError) -> Response[Any]:
     """An unknown pipeline, run or asset."""
     return error_response(HTTPStatus.NOT_FOUND, "not_found", str(exc))
 
 
-@app.exception_handler(ConflictError)
+@_handles(ConflictError)
 def conflict(exc: ConflictError) -> Response[Any]:
     """The state kept changing under concurrent writers; the client may retry."""
     return error_response(HTTPStatus.CONFLICT, "conflict", str(exc))
 
 
-@app.exception_handler(StoreUnavailableError)
+@_handles(StoreUnavailableError)
 def unavailable(exc: StoreUnavailableError) -> Response[Any]:
     """The store throttled or failed: 503, retry later."""
     logger.warning("store unavailable", extra={"error": str(exc)})
@@ -288,7 +300,7 @@ def unavailable(exc: StoreUnavailableError) -> Response[Any]:
     )
 
 
-@app.exception_handler(Exception)
+@_handles(Exception)
 def internal_error(exc: Exception) -> Response[Any]:
     """Anything else: logged with its traceback, answered without internals."""
     logger.exception("unhandled error")

@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import (
     DynamoDBRecord,
     DynamoDBRecordEventName,
@@ -48,7 +49,7 @@ def evaluate_record(record: DynamoDBRecord, deps: Dependencies) -> None:
 @logger.inject_lambda_context
 def lambda_handler(
     event: dict[str, Any], context: LambdaContext, deps: Dependencies | None = None
-) -> dict[str, Any]:
+) -> PartialItemFailureResponse:
     """Process a batch of stream records with partial batch failures."""
     resolved = deps or dependencies()
     return process_partial_response(

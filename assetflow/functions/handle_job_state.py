@@ -8,12 +8,10 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE
 from assetflow.composition import Dependencies, dependencies
 
 logger = Logger(service="assetflow-run-state")
-
-JOB_STATE_SOURCE = "aws.emr-serverless"
-JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
 
 
 @logger.inject_lambda_context

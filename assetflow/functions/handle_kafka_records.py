@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.adapters.messages import KafkaSource
 from assetflow.composition import Dependencies, dependencies, utc_now
-from functions._ingest import store_and_report
+from assetflow.functions._ingest import store_and_report
 
 # The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
@@ -44,9 +44,7 @@ def ingest_record(record: KafkaEventRecord, source: KafkaSource, deps: Dependenc
     """
     now = utc_now()
     outcome = deps.messages.from_kafka(record.raw_event, source=source, now=now, extras=deps.extras)
-    store_and_report(
-        outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="record", extras=deps.extras
-    )
+    store_and_report(outcome, deps.ingest, now=now, logger=logger, metrics=metrics, noun="record")
 
 
 @logger.inject_lambda_context

@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.composition import Dependencies, dependencies, utc_now
-from functions._ingest import store_and_report
+from assetflow.functions._ingest import store_and_report
 
 # The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
@@ -43,9 +43,7 @@ def ingest_message(record: SQSRecord, deps: Dependencies) -> None:
     """
     now = utc_now()
     outcome = deps.messages.from_sqs(record.raw_event, now=now, extras=deps.extras)
-    store_and_report(
-        outcome, deps.store, now=now, logger=logger, metrics=metrics, noun="message", extras=deps.extras
-    )
+    store_and_report(outcome, deps.ingest, now=now, logger=logger, metrics=metrics, noun="message")
 
 
 @logger.inject_lambda_context

@@ -9,17 +9,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from assetflow.adapters.dynamodb import DynamoDbStore, QueueHead
 from assetflow.core.catalog import Catalog
-from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError
+from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
+from assetflow.core.queues import QueueHead
 from assetflow.core.scheduler import QueueEntry, Skip, advance, route_event
-from assetflow.usecases.ports import Launcher, ListenerBus, NullBus, SubmissionError, SubmissionRejectedError
+from assetflow.ports import Clock, Launcher, ListenerBus, NullBus, Store
+from assetflow.usecases.submit import Submitter
 
 logger = logging.getLogger(__name__)
-
-LISTENER_SOURCE = "assetflow"
 
 
 @dataclass
@@ -39,9 +38,9 @@ class Evaluator:
         self,
         *,
         catalog: Catalog,
-        store: DynamoDbStore,
+        store: Store,
         launcher: Launcher,
-        clock: Callable[[], datetime],
+        clock: Clock,
         bus: ListenerBus | None = None,
         max_attempts: int = 12,
         sleep: Callable[[float], None] = time.sleep,
@@ -49,12 +48,28 @@ class Evaluator:
     ) -> None:
         self.catalog = catalog
         self.store = store
-        self.launcher = launcher
         self.bus = bus or NullBus()
         self.clock = clock
         self.max_attempts = max_attempts
         self._sleep = sleep
         self._rng = rng or random.Random()  # noqa: S311  (jitter, not security)
+        self.submitter = Submitter(
+            catalog=catalog,
+            store=store,
+            launcher=launcher,
+            clock=clock,
+            max_attempts=max_attempts,
+            backoff=self._backoff,
+        )
+
+    @property
+    def launcher(self) -> Launcher:
+        """The launcher runs are submitted with."""
+        return self.submitter.launcher
+
+    @launcher.setter
+    def launcher(self, launcher: Launcher) -> None:
+        self.submitter.launcher = launcher
 
     # ---- entry points --------------------------------------------------------------------------------
 
@@ -89,7 +104,7 @@ class Evaluator:
             result.runs += self._advance(
                 pipeline, route.key, [QueueEntry(event, route.aliases)], result=result
             )
-        self._submit(result.runs, also_retry={r for r, _ in result.routed})
+        self.submitter.submit(result.runs, also_retry={r for r, _ in result.routed})
         return result
 
     def handle_tick(self, pipeline_id: str, scheduled_time: datetime) -> Evaluation:
@@ -101,7 +116,7 @@ class Evaluator:
         pipeline = self._pipeline(pipeline_id)
         result = Evaluation()
         result.runs = self._advance(pipeline, "", (), ticks=[scheduled_time], result=result)
-        self._submit(result.runs, also_retry={pipeline_id})
+        self.submitter.submit(result.runs, also_retry={pipeline_id})
         return result
 
     def release(self, pipeline_id: str) -> Evaluation:
@@ -110,7 +125,7 @@ class Evaluator:
         result = Evaluation()
         for key in self.store.queue_keys(pipeline_id):
             result.runs += self._advance(pipeline, key, (), result=result)
-        self._submit(result.runs, also_retry={pipeline_id})
+        self.submitter.submit(result.runs, also_retry={pipeline_id})
         return result
 
     # ---- internals -----------------------------------------------------------------------------------
@@ -128,24 +143,6 @@ class Evaluator:
             except ConflictError:
                 self._backoff(attempt)
         return operation()
-
-    def _mark_submitted(self, run_id: str, job_run_id: str) -> None:
-        """Record the job run id, retrying lost races (another writer touched the run at the same time).
-
-        Raises:
-            AlreadySubmittedError: the run has another job run id.
-            ConflictError: still contended after every attempt.
-        """
-        for attempt in range(self.max_attempts):
-            try:
-                self.store.mark_submitted(run_id, job_run_id)
-                return
-            except AlreadySubmittedError:
-                raise
-            except ConflictError:
-                if attempt == self.max_attempts - 1:
-                    raise
-                self._backoff(attempt)
 
     def _backoff(self, attempt: int) -> None:
         # Full jitter keeps racing evaluators from retrying in lockstep.
@@ -222,40 +219,3 @@ class Evaluator:
         """
         summary = head.appended(pipeline, entries)
         return summary is not None and not pipeline.condition.evaluate(summary.assets, summary.aliases)
-
-    def _submit(self, runs: Sequence[Run], *, also_retry: set[str]) -> None:
-        failures: list[str] = []
-        todo = {run.run_id: run for run in runs}
-        # Runs an earlier invocation created but could not submit (a crash, a throttled StartJobRun).
-        for pipeline_id in sorted(also_retry):
-            for run in self.store.unsubmitted_runs(pipeline_id):
-                todo.setdefault(run.run_id, run)
-        for run in todo.values():
-            if run.job_run_id:
-                continue
-            pipeline = self.catalog.pipelines.get(run.pipeline)
-            if pipeline is None:
-                failures.append(f"{run.run_id}: pipeline {run.pipeline!r} is no longer in the catalog")
-                continue
-            try:
-                job_run_id = self.launcher.submit(run, pipeline)
-            except SubmissionRejectedError as exc:
-                # Retrying the stream record cannot help; keep the run visible and try again next time.
-                self.store.record_submission_failure(run.run_id, str(exc), now=self.clock())
-                logger.error("run submission rejected", extra={"run_id": run.run_id, "error": str(exc)})
-                continue
-            except Exception as exc:  # any other failure leaves the run queued for a retry
-                self.store.record_submission_failure(
-                    run.run_id, f"{type(exc).__name__}: {exc}", now=self.clock()
-                )
-                logger.warning("run submission failed", extra={"run_id": run.run_id, "error": str(exc)})
-                failures.append(f"{run.run_id}: {exc}")
-                continue
-            try:
-                self._mark_submitted(run.run_id, job_run_id)
-            except AlreadySubmittedError as exc:
-                logger.warning("run already submitted", extra={"run_id": run.run_id, "error": str(exc)})
-            except ConflictError as exc:  # still contended: retried later (the token keeps one job run)
-                failures.append(f"{run.run_id}: {exc}")
-        if failures:
-            raise SubmissionError("runs not submitted (kept, retried): " + "; ".join(failures))

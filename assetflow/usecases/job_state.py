@@ -8,18 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.emr import (
-    OutletMetadataError,
-    outlet_metadata_uri,
-    read_outlet_metadata,
-)
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset, AssetAlias
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.pipeline import Pipeline
+from assetflow.ports import OutletMetadataError, RunOutputs, Store
 from assetflow.usecases.evaluate import Evaluation, Evaluator
 
 logger = logging.getLogger(__name__)
@@ -141,19 +136,17 @@ class RunStates:
         self,
         *,
         catalog: Catalog,
-        store: DynamoDbStore,
-        s3_client: Any,
+        store: Store,
+        outputs: RunOutputs,
         evaluator: Evaluator,
         clock: Callable[[], datetime],
-        runs_bucket: str,
         job_lookup: Callable[[str], str | None] | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
         self.evaluator = evaluator
         self.clock = clock
-        self.runs_bucket = runs_bucket
-        self._s3 = s3_client
+        self.outputs = outputs
         self._job_lookup = job_lookup
 
     def handle_state_change(self, job_run_id: str, emr_state: str, application_id: str) -> StateChange:
@@ -240,21 +233,20 @@ class RunStates:
             result.refused.append(f"pipeline {run.pipeline!r} is no longer in the catalog; outlets unknown")
             logger.error("outlets not emitted", extra={**context, "reason": result.refused[-1]})
             return
-        uri = outlet_metadata_uri(self.runs_bucket, run.pipeline, run.run_id)
         metadata: Mapping[str, Any] | None
         try:
-            metadata = read_outlet_metadata(self._s3, uri)
+            metadata = self.outputs.outlet_metadata(run.pipeline, run.run_id)
         except OutletMetadataError as exc:
             # The job succeeded, so its data exists: emit the declared outlets without extras.
             result.refused.append(str(exc))
             metadata = None
         if metadata is not None and metadata.get("run_id") != run.run_id:
-            result.refused.append(f"outlet metadata at {uri} belongs to run {metadata.get('run_id')!r}")
+            result.refused.append(f"the outlet metadata belongs to run {metadata.get('run_id')!r}")
             metadata = None
         plan = plan_outlet_events(pipeline, metadata)
         result.refused += plan.refused
         for reason in result.refused:
-            logger.error("outlet metadata refused", extra={**context, "uri": uri, "reason": reason})
+            logger.error("outlet metadata refused", extra={**context, "reason": reason})
         now = self.clock()
         for position, planned in enumerate(plan.events):
             source: dict[str, Any] = {"type": "run", "pipeline": run.pipeline, "run_id": run.run_id}

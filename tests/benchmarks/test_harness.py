@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import Stubber
 
 from assetflow import Asset, AssetAlias, Catalog, DailyMapper, PartitionedAssetSchedule, Pipeline, SparkJob
-from assetflow.local import LOCAL_CLIENT_KWARGS
+from assetflow_dev import LOCAL_CLIENT_KWARGS
 from benchmarks import _common, cost, evaluator_scale
 from benchmarks._counting import RequestCounter
 

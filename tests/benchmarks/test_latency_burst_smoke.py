@@ -98,7 +98,7 @@ def test_burst_quick(tmp_path: Path) -> None:
     # One run per event makes a job, its context and its states per event; two runs make almost none.
     assert single["operations_per_event"]["emr-serverless"]["StartJobRun"] == 1.0
     assert both["operations_per_event"]["emr-serverless"]["StartJobRun"] < 0.5
-    assert single["functions"]["functions.handle_job_state"]["invocations"] >= 3 * messages
+    assert single["functions"]["assetflow.functions.handle_job_state"]["invocations"] >= 3 * messages
     assert seconds < TIMEOUT
 
 

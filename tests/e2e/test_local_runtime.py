@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from assetflow.local import client, processes
-from assetflow.local.demo import run_demo
-from assetflow.local.runtime import REPO_ROOT, RuntimeOptions
+from assetflow_dev import client, processes
+from assetflow_dev.demo import run_demo
+from assetflow_dev.runtime import REPO_ROOT, RuntimeOptions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -84,7 +84,7 @@ def test_dev_up_serves_users_until_sigterm(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "assetflow.cli",
+            "assetflow_dev.cli",
             "dev",
             "up",
             "--launcher",
@@ -115,7 +115,7 @@ def test_dev_up_serves_users_until_sigterm(tmp_path: Path) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             listed = subprocess.run(
-                [sys.executable, "-m", "assetflow.cli", "runs", "list", "--json"],
+                [sys.executable, "-m", "assetflow_dev.cli", "runs", "list", "--json"],
                 cwd=tmp_path,
                 env=env | {"PYTHONPATH": str(REPO_ROOT)},
                 capture_output=True,

@@ -22,12 +22,12 @@ else:
 from aws_cdk import App
 from aws_cdk.assertions import Template
 
+from assetflow.cdk.app_context import feature_flags
+from assetflow.cdk.config import ENVIRONMENTS, EnvironmentConfig
+from assetflow.cdk.nag import add_nag_checks
+from assetflow.cdk.stack import AssetflowStack
 from assetflow.core.catalog import Catalog
 from assetflow.loader import load_catalog
-from infra.app_context import feature_flags
-from infra.config import ENVIRONMENTS, EnvironmentConfig
-from infra.nag import add_nag_checks
-from infra.stack import AssetflowStack
 
 ROOT = Path(__file__).resolve().parents[2]
 _timings: dict[str, float] = {}

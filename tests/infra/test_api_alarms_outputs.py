@@ -6,8 +6,8 @@ import pytest
 from aws_cdk.assertions import Match
 
 from assetflow.adapters.stack_outputs import OUTPUT_KEYS as STACK_OUTPUT_KEYS
-from infra.api import ROUTES
-from infra.stack import (
+from assetflow.cdk.api import ROUTES
+from assetflow.cdk.stack import (
     OUTPUT_API_URL,
     OUTPUT_EMR_APPLICATION_ID,
     OUTPUT_EVENT_BUS_NAME,

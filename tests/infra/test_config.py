@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from infra.config import (
+from assetflow.cdk.config import (
     ENVIRONMENTS,
     ConfigError,
     EnvironmentConfig,

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from aws_cdk import App
 
+from assetflow.cdk.app_context import feature_flags
+from assetflow.cdk.config import ENVIRONMENTS, ConfigError, KafkaSettings
+from assetflow.cdk.ingest import VISIBILITY_TIMEOUT_FACTOR
+from assetflow.cdk.stack import AssetflowStack
 from assetflow.core.catalog import Catalog
 from assetflow.core.watchers import KafkaTopic, SqsQueue
-from infra.app_context import feature_flags
-from infra.config import ENVIRONMENTS, ConfigError, KafkaSettings
-from infra.ingest import VISIBILITY_TIMEOUT_FACTOR
-from infra.stack import AssetflowStack
 from tests.infra.conftest import ROOT, Synthesised
 
 pytestmark = pytest.mark.infra

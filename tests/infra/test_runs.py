@@ -7,8 +7,8 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
+from assetflow.cdk.config import split_location
 from assetflow.core.schedules import AssetOrTimeSchedule
-from infra.config import split_location
 from tests.infra.conftest import Synthesised
 
 pytestmark = pytest.mark.infra

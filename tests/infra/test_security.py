@@ -370,7 +370,7 @@ def test_kafka_mappings_read_their_topics_over_tls_only(env: Synthesised) -> Non
 
     - self-managed cluster: a SASL/SCRAM (256 or 512), SASL/PLAIN (``BASIC_AUTH``) or client-certificate
       (``CLIENT_CERTIFICATE_TLS_AUTH``) secret. Lambda speaks SASL only as SASL_SSL and mTLS is TLS; with only
-      VPC settings (or nothing) it would connect in PLAINTEXT, so that is refused (``infra/config.py``
+      VPC settings (or nothing) it would connect in PLAINTEXT, so that is refused (``assetflow/cdk/config.py``
       refuses such a cluster config too). ``SERVER_ROOT_CA_CERTIFICATE`` only adds a private CA.
     - MSK: a SASL/SCRAM-512 or mTLS secret, or none and IAM authentication, which MSK serves only on its
       TLS listener: the function's role must hold ``kafka-cluster:Connect`` on exactly that cluster. With no

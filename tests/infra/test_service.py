@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from aws_cdk import App, Stack
 
+from assetflow.cdk.assetflow import AssetflowService
+from assetflow.cdk.config import ENVIRONMENTS
 from assetflow.core.catalog import Catalog
-from infra.assetflow import AssetflowService
-from infra.config import ENVIRONMENTS
 from tests.infra.conftest import ROOT
 
 pytestmark = pytest.mark.infra

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from assetflow.local import (
+from assetflow_dev import (
     DynamoDbLocal,
     Emulator,
     EmulatorNotInstalledError,

@@ -19,9 +19,9 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
+from assetflow.functions import handle_api
 from assetflow.loader import load_catalog
-from assetflow.local import LOCAL_AWS_ENV, LOCAL_CLIENT_KWARGS, LOCAL_REGION, DynamoDbLocal
-from functions import handle_api
+from assetflow_dev import LOCAL_AWS_ENV, LOCAL_CLIENT_KWARGS, LOCAL_REGION, DynamoDbLocal
 
 pytestmark = pytest.mark.integration
 

@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from assetflow import cli
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.loader import load_catalog
-from assetflow.local import LOCAL_AWS_ENV, DynamoDbLocal, MotoServer, client, free_port
+from assetflow.ports import NullBus
 from assetflow.usecases.evaluate import Evaluator
-from assetflow.usecases.ports import NullBus
+from assetflow_dev import LOCAL_AWS_ENV, DynamoDbLocal, MotoServer, cli, client, free_port
 
 pytestmark = pytest.mark.integration
 

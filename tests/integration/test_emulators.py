@@ -18,7 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
-from assetflow.local import (
+from assetflow_dev import (
     LOCAL_ACCOUNT_ID,
     LOCAL_KAFKA_CONSUMER_TIMEOUTS,
     DynamoDbLocal,
@@ -551,7 +551,7 @@ def test_no_emulator_outlives_the_python_process(tmp_path: Path, ending: str, di
     script = textwrap.dedent(
         f"""
         import os, signal, sys
-        from assetflow.local import TansuBroker
+        from assetflow_dev import TansuBroker
         broker = TansuBroker(log_dir={str(tmp_path)!r}, die_with_parent={die_with_parent}).start()
         print(broker.pid, flush=True)
         {ending}

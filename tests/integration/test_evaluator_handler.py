@@ -15,7 +15,7 @@ from assetflow import Asset, Catalog, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.events import AssetEvent, Run
-from functions import handle_asset_events
+from assetflow.functions import handle_asset_events
 
 A, B = Asset("x-test://a"), Asset("x-test://b")
 T0 = datetime(2026, 11, 21, 8, tzinfo=UTC)

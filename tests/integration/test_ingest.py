@@ -23,9 +23,9 @@ from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Definition
 from assetflow.core.events import derive_id
 from assetflow.core.jsonvalue import thaw_json
+from assetflow.functions import handle_kafka_records, handle_sqs_messages
 from assetflow.loader import load_definitions
-from assetflow.local import LOCAL_REGION, DynamoDbLocal, MotoServer, client
-from functions import handle_kafka_records, handle_sqs_messages
+from assetflow_dev import LOCAL_REGION, DynamoDbLocal, MotoServer, client
 
 ROOT = Path(__file__).parent.parent.parent
 EVENTS = ROOT / "tests" / "fixtures" / "events"
@@ -471,7 +471,7 @@ def ingest_by_reference(ingest: Ingest, moto_server: MotoServer, runs_bucket: st
 def test_a_large_message_is_stored_by_reference_and_resolves_to_its_payload(
     ingest_by_reference: Ingest, s3_client: Any, runs_bucket: str
 ) -> None:
-    from assetflow.adapters.extras import INLINE_EXTRA_BYTES
+    from assetflow.core.limits import INLINE_EXTRA_BYTES
     from assetflow_job import AssetEvent as JobEvent
     from assetflow_job import ExtraResolver
 

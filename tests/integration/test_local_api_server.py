@@ -23,10 +23,10 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.events import Run
 from assetflow.core.pipeline import Pipeline
+from assetflow.functions import handle_api
 from assetflow.loader import load_catalog
-from assetflow.local import LOCAL_ACCOUNT_ID, LOCAL_CLIENT_KWARGS, LOCAL_REGION, DynamoDbLocal
-from assetflow.local.api_server import LOCAL_PRINCIPAL, LocalApiServer
-from functions import handle_api
+from assetflow_dev import LOCAL_ACCOUNT_ID, LOCAL_CLIENT_KWARGS, LOCAL_REGION, DynamoDbLocal
+from assetflow_dev.api_server import LOCAL_PRINCIPAL, LocalApiServer
 
 pytestmark = pytest.mark.integration
 
@@ -344,7 +344,7 @@ def test_logs_carry_neither_the_token_nor_the_body(
 ) -> None:
     server, _ = api
     marker = f"secret-{uuid.uuid4().hex}"
-    with caplog.at_level(logging.DEBUG, logger="assetflow.local.api_server"):
+    with caplog.at_level(logging.DEBUG, logger="assetflow_dev.api_server"):
         call(server, "GET", "/assets", token=marker)
         call(
             server,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from assetflow.loader import load_catalog
-from assetflow.local import DynamoDbLocal, MotoServer, TansuBroker
-from assetflow.local.resources import MAX_RECEIVE_COUNT, ResourceNames, provision
+from assetflow_dev import DynamoDbLocal, MotoServer, TansuBroker
+from assetflow_dev.resources import MAX_RECEIVE_COUNT, ResourceNames, provision
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

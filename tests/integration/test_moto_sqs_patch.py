@@ -19,7 +19,7 @@ SCENARIO = textwrap.dedent(
     from moto import mock_aws
 
     if sys.argv[1] == "patched":
-        from assetflow.local.moto_server import patch_sqs
+        from assetflow_dev.moto_server import patch_sqs
         patch_sqs()
         patch_sqs()  # idempotent
     seen = []

@@ -24,7 +24,8 @@ from assetflow import Asset, AssetWatcher, Catalog, KafkaTopic, Pipeline, SparkJ
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.events import AssetEvent, Run
-from assetflow.local import (
+from assetflow.functions import handle_asset_events, handle_kafka_records, handle_sqs_messages
+from assetflow_dev import (
     LOCAL_CLIENT_KWARGS,
     LOCAL_REGION,
     DynamoDbLocal,
@@ -32,7 +33,7 @@ from assetflow.local import (
     TansuBroker,
     client,
 )
-from assetflow.local.pollers import (
+from assetflow_dev.pollers import (
     KafkaPoller,
     LocalLambdaContext,
     Poller,
@@ -40,7 +41,6 @@ from assetflow.local.pollers import (
     StreamPoller,
     lambda_context,
 )
-from functions import handle_asset_events, handle_kafka_records, handle_sqs_messages
 
 T = TypeVar("T")
 ORDERS = "x-test://orders"

@@ -17,15 +17,16 @@ from botocore.stub import Stubber
 import assetflow_job
 from assetflow import Asset, AssetAlias, AssetOrTimeSchedule, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.emr import EmrServerlessLauncher, client_token
+from assetflow.adapters.emr import EmrServerlessLauncher, S3RunOutputs, client_token
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, RunState
-from assetflow.local import LOCAL_ACCOUNT_ID, LOCAL_CLIENT_KWARGS, LOCAL_REGION
-from assetflow.usecases.evaluate import Evaluator, SubmissionError
-from assetflow.usecases.runs import RunStates
-from functions import handle_job_state, handle_schedule_tick
+from assetflow.functions import handle_job_state, handle_schedule_tick
+from assetflow.ports import SubmissionError
+from assetflow.usecases.evaluate import Evaluator
+from assetflow.usecases.job_state import RunStates
+from assetflow_dev import LOCAL_ACCOUNT_ID, LOCAL_CLIENT_KWARGS, LOCAL_REGION
 
 pytestmark = pytest.mark.integration
 
@@ -134,10 +135,9 @@ def world(dynamodb_client: Any, s3_client: Any, emr_serverless_client: Any) -> I
     states = RunStates(
         catalog=evaluator.catalog,
         store=store,
-        s3_client=s3_client,
+        outputs=S3RunOutputs(s3_client, bucket),
         evaluator=evaluator,
         clock=clock,
-        runs_bucket=bucket,
         job_lookup=launcher.run_id_of_job,
     )
     yield World(

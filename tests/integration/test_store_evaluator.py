@@ -18,8 +18,8 @@ from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline as PipelineType
 from assetflow.core.scheduler import QueueEntry
 from assetflow.core.schedules import DailyMapper
-from assetflow.usecases.evaluate import Evaluator, SubmissionError
-from assetflow.usecases.ports import SubmissionRejectedError
+from assetflow.ports import SubmissionError, SubmissionRejectedError
+from assetflow.usecases.evaluate import Evaluator
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 JOB = SparkJob("spark_jobs/job.py")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from assetflow.local import DynamoDbLocal
+from assetflow_dev import DynamoDbLocal
 from tests.integration.conftest import (
     _start,
     dynamodb_client,

@@ -28,18 +28,19 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from assetflow.adapters.dynamodb import DynamoDbStore, QueueHead, QueueSummary, StoredQueue
+from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.errors import ConflictError
 from assetflow.core.events import Run, format_timestamp
 from assetflow.core.pipeline import Pipeline
+from assetflow.core.queues import QueueHead, QueueSummary, StoredQueue
 from assetflow.core.scheduler import QueueEntry, Transition
-from assetflow.local import LOCAL_CLIENT_KWARGS, LOCAL_REGION
+from assetflow_dev import LOCAL_CLIENT_KWARGS, LOCAL_REGION
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
-#: The deployed stream event source's batch size (``infra.config.EnvironmentConfig.stream_batch_size``).
+#: The deployed stream event source's batch size (``assetflow.cdk.config.EnvironmentConfig.stream_batch_size``).
 STREAM_BATCH_SIZE = 25
-#: The production stream retry budget (``infra.config``: 3 in prod, 5 in dev). A record failed more often
+#: The production stream retry budget (``assetflow.cdk.config``: 3 in prod, 5 in dev). A record failed more often
 #: than this goes to the on-failure destination, and its event is never evaluated.
 STREAM_RETRY_ATTEMPTS = 3
 
@@ -676,7 +677,7 @@ class LocalDependencies(Dependencies):
 
 
 def is_new_asset_event(record: Mapping[str, Any]) -> bool:
-    """The evaluator event source's filter (``infra.evaluator.new_asset_events_filter``)."""
+    """The evaluator event source's filter (``assetflow.cdk.evaluator.new_asset_events_filter``)."""
     return record.get("eventName") == "INSERT" and str(
         record.get("dynamodb", {}).get("Keys", {}).get("sk", {}).get("S", "")
     ).startswith("EVENT#")
@@ -772,7 +773,9 @@ def evaluator_worker(config: WorkerConfig, worker: int, tasks: Any, results: Any
     """A worker process's loop: each task is one invocation of the real evaluator handler with a batch."""
     os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"  # the per-record info lines would cost more than the test
     os.environ.setdefault("AWS_DEFAULT_REGION", LOCAL_REGION)
-    from functions import handle_asset_events  # imported in the worker: the handler's module is per container
+    from assetflow.functions import (
+        handle_asset_events,  # imported in the worker: the handler's module is per container
+    )
 
     settings = Settings(table_name=config.table, catalog_path=config.catalog_path, region=LOCAL_REGION)
     launcher = RecordingLauncher()

@@ -32,21 +32,23 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.extras import (
-    INLINE_EXTRA_BYTES,
-    MAX_EXTRA_BYTES_BY_REFERENCE,
-    REF_KEY,
-)
-from assetflow.adapters.messages import MAX_PAYLOAD_DEPTH, MAX_QUARANTINE_BODY_BYTES, UNKNOWN_WATCHER
+from assetflow.adapters.messages import UNKNOWN_WATCHER
 from assetflow.composition import Dependencies, Settings
+from assetflow.core import limits
 from assetflow.core.events import derive_id
 from assetflow.core.jsonvalue import canonical_json
+from assetflow.core.limits import (
+    INLINE_EXTRA_BYTES,
+    MAX_EXTRA_BYTES_BY_REFERENCE,
+    MAX_PAYLOAD_DEPTH,
+    MAX_QUARANTINE_BODY_BYTES,
+)
+from assetflow.functions import handle_api, handle_kafka_records, handle_sqs_messages
 from assetflow.loader import load_catalog
-from assetflow.local import LOCAL_CLIENT_KWARGS, LOCAL_REGION, DynamoDbLocal, MotoServer, client
-from assetflow.usecases import views
+from assetflow_dev import LOCAL_CLIENT_KWARGS, LOCAL_REGION, DynamoDbLocal, MotoServer, client
 from assetflow_job import AssetEvent as JobEvent
 from assetflow_job import ExtraResolver
-from functions import handle_api, handle_kafka_records, handle_sqs_messages
+from assetflow_job.contract import REF_KEY
 
 pytestmark = pytest.mark.slow
 
@@ -337,7 +339,7 @@ API_KINDS: dict[str, st.SearchStrategy[Spec]] = {
             ({"uri": "airflow://reserved"}, "airflow"),
         ]
     ).map(lambda pair: spec("wrong-types", f"{BAD_REQUEST} {pair[1]}", body=json.dumps(pair[0]))),
-    "deep": st.integers(views.MAX_EXTRA_DEPTH + 1, 5_000).map(
+    "deep": st.integers(limits.MAX_EXTRA_DEPTH + 1, 5_000).map(
         lambda depth: spec(
             "deep",
             f"{BAD_REQUEST} nested",

@@ -30,12 +30,13 @@ from typing import Any
 import pytest
 
 from assetflow import Asset, AssetAlias, Catalog, PartitionedAssetSchedule, Pipeline, SparkJob
-from assetflow.adapters.dynamodb import DynamoDbStore, StoredQueue
+from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.events import AssetEvent
+from assetflow.core.queues import StoredQueue
 from assetflow.core.scheduler import QueueEntry, QueueState, advance
 from assetflow.core.schedules import DailyMapper
-from assetflow.local import DynamoDbLocal, client
 from assetflow.usecases.evaluate import Evaluator
+from assetflow_dev import DynamoDbLocal, client
 from tests.reliability.model import (
     STREAM_RETRY_ATTEMPTS,
     T0,

@@ -45,7 +45,14 @@ from assetflow.composition import Settings
 from assetflow.core.events import AssetEvent, RunState, parse_timestamp
 from assetflow.core.scheduler import Transition
 from assetflow.core.watchers import SelfManagedKafka
-from assetflow.local import (
+from assetflow.functions import (
+    handle_asset_events,
+    handle_job_state,
+    handle_kafka_records,
+    handle_schedule_tick,
+    handle_sqs_messages,
+)
+from assetflow_dev import (
     LOCAL_ACCOUNT_ID,
     LOCAL_KAFKA_CONSUMER_TIMEOUTS,
     LOCAL_REGION,
@@ -53,13 +60,6 @@ from assetflow.local import (
     MotoServer,
     TansuBroker,
     client,
-)
-from functions import (
-    handle_asset_events,
-    handle_job_state,
-    handle_kafka_records,
-    handle_schedule_tick,
-    handle_sqs_messages,
 )
 from tests.reliability.model import (
     STREAM_BATCH_SIZE,

@@ -40,18 +40,19 @@ import pytest
 
 from assetflow import Asset, AssetUriError, AssetWatcher, Catalog, KafkaTopic, Pipeline, SparkJob, SqsQueue
 from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.emr import DOCUMENT_VERSION, OUTLET_METADATA_FORMAT, context_uri, outlet_metadata_uri
-from assetflow.cli import main as cli
+from assetflow.adapters.emr import context_uri, outlet_metadata_uri
 from assetflow.composition import Dependencies, Settings
-from assetflow.local import LOCAL_ACCOUNT_ID, LOCAL_REGION, DynamoDbLocal, MotoServer, client
-from assetflow.local.api_server import LocalApiServer
-from functions import (
+from assetflow.functions import (
     handle_api,
     handle_asset_events,
     handle_job_state,
     handle_kafka_records,
     handle_sqs_messages,
 )
+from assetflow_dev import LOCAL_ACCOUNT_ID, LOCAL_REGION, DynamoDbLocal, MotoServer, client
+from assetflow_dev.api_server import LocalApiServer
+from assetflow_dev.cli import main as cli
+from assetflow_job.contract import DOCUMENT_VERSION, OUTLET_METADATA_FORMAT
 from tests.integration.test_evaluator_handler import stream_event
 
 pytestmark = pytest.mark.slow

@@ -21,19 +21,19 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 from assetflow import Asset, Pipeline, SparkJob
 from assetflow.adapters.emr import EmrServerlessLauncher, outlet_metadata_uri, read_outlet_metadata
 from assetflow.core.events import AssetEvent, Run, RunState
-from assetflow.local import LOCAL_ACCOUNT_ID, LOCAL_AWS_ENV, LOCAL_REGION, MotoServer, client, spark_pool
-from assetflow.local.launcher import (
+from assetflow.ports import SubmissionError
+from assetflow.versions import EMR_RELEASE_LABEL
+from assetflow_dev import LOCAL_ACCOUNT_ID, LOCAL_AWS_ENV, LOCAL_REGION, MotoServer, client, spark_pool
+from assetflow_dev.launcher import (
     JOB_STATE_DETAIL_TYPE,
     JOB_STATE_SOURCE,
     EmrApiLauncher,
     LocalSparkLauncher,
     job_state_event,
 )
-from assetflow.usecases.ports import SubmissionError
-from assetflow.versions import EMR_RELEASE_LABEL
 from spark_jobs import sample_data
 from spark_jobs.common import CURATED_DELIVERIES, LANDING_DELIVERIES
-from spark_jobs.package import REPO_ROOT
+from tests.examples import REPO_ROOT, example_entry_points
 from tests.spark.test_spark_pool import FAKE_DRIVER, live_members
 
 ROLE = f"arn:aws:iam::{LOCAL_ACCOUNT_ID}:role/assetflow-jobs"
@@ -168,9 +168,13 @@ def spark_submit() -> None:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A project folder whose jobs/ holds the test jobs (the launcher's repo_root)."""
+    """A project folder whose jobs/ holds the test jobs (the launcher's repo_root), with the shared module."""
     jobs = tmp_path / "project" / "jobs"
     jobs.mkdir(parents=True)
+    shared = tmp_path / "project" / "spark_jobs"
+    shared.mkdir()
+    for module in ("__init__.py", "common.py"):
+        shutil.copy(REPO_ROOT / "spark_jobs" / module, shared / module)
     for name, code in (
         ("tiny.py", TINY_SPARK_JOB),
         ("failing.py", FAILING_JOB),
@@ -180,6 +184,11 @@ def project(tmp_path: Path) -> Path:
     ):
         (jobs / name).write_text(code)
     return tmp_path / "project"
+
+
+def project_jobs(project: Path) -> list[str]:
+    """The test project's job entry points, relative to it (what the launcher ships the imports of)."""
+    return sorted(p.relative_to(project).as_posix() for p in (project / "jobs").glob("*.py"))
 
 
 @pytest.fixture
@@ -192,6 +201,7 @@ def make_launcher(
         launcher = LocalSparkLauncher(
             emr=emr,
             repo_root=project,
+            entry_points=project_jobs(project),
             work_dir=tmp_path / "work",
             job_env=dict(LOCAL_AWS_ENV) | {"AWS_ENDPOINT_URL_S3": moto.endpoint},
             **kwargs,
@@ -516,6 +526,7 @@ def test_deliveries_etl_runs_unchanged_on_a_warm_driver(
     launcher = LocalSparkLauncher(
         emr=emr,
         repo_root=REPO_ROOT,
+        entry_points=example_entry_points(),
         work_dir=tmp_path / "work",
         job_env=dict(LOCAL_AWS_ENV) | {"AWS_ENDPOINT_URL_S3": moto.endpoint},
         report=reports,
@@ -686,6 +697,7 @@ def test_a_warm_job_over_the_run_timeout_is_stopped_and_fails(
     launcher = LocalSparkLauncher(
         emr=emr,
         repo_root=project,
+        entry_points=project_jobs(project),
         work_dir=tmp_path / "work",
         job_env=dict(LOCAL_AWS_ENV) | {"AWS_ENDPOINT_URL_S3": moto.endpoint, "FAKE_SLEEP": "60"},
         report=reports,

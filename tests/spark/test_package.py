@@ -8,14 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+from assetflow.jobcode import py_files_sources
 from assetflow.versions import SPARK_VERSION
-from spark_jobs.package import (
-    LOCAL_SPARK_CONF,
-    build_py_files_zip,
-    local_submit_command,
-    local_submit_env,
-    py_files_sources,
-)
+from assetflow_dev.submit import local_submit_command, local_submit_env
+from assetflow_job.local import LOCAL_SPARK_CONF
+from tests.examples import REPO_ROOT, example_entry_points
+from tests.examples import example_py_files_zip as build_py_files_zip
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +22,7 @@ def test_zip_holds_the_helper_and_the_shared_module_only(tmp_path: Path) -> None
     names = zipfile.ZipFile(build_py_files_zip(tmp_path / "jobs.zip")).namelist()
     assert names == sorted(names)
     assert {"assetflow_job/__init__.py", "assetflow_job/context.py", "spark_jobs/__init__.py"} <= set(names)
-    assert {"spark_jobs/common.py", "spark_jobs/package.py"} <= set(names)
+    assert {"spark_jobs/common.py", "assetflow_job/contract.py"} <= set(names)
     assert not [n for n in names if n.startswith("spark_jobs/") and "etl" in n]
     assert not [n for n in names if "__pycache__" in n or not n.endswith(".py")]
 
@@ -40,12 +38,12 @@ def test_zip_is_byte_for_byte_reproducible(tmp_path: Path) -> None:
 
 def test_zip_alone_makes_the_helper_importable(tmp_path: Path) -> None:
     archive = build_py_files_zip(tmp_path / "jobs.zip")
-    code = f"import assetflow_job, spark_jobs.package as p; assert p.__file__.startswith({str(archive)!r})"
+    code = f"import assetflow_job, spark_jobs.common as c; assert c.__file__.startswith({str(archive)!r})"
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(archive)}, check=True)
 
 
 def test_every_zip_source_exists() -> None:
-    assert all(path.is_file() for _, path in py_files_sources())
+    assert all(path.is_file() for _, path in py_files_sources(REPO_ROOT, example_entry_points()))
 
 
 def test_local_submit_command_puts_pipeline_settings_after_the_local_ones() -> None:
@@ -69,7 +67,7 @@ def test_local_submit_command_puts_pipeline_settings_after_the_local_ones() -> N
         "--max-temperature",
         "25",
     ]
-    env = local_submit_env({"PYTHONPATH": "/elsewhere"})
+    env = local_submit_env({"PYTHONPATH": "/elsewhere"}, REPO)
     assert env["PYTHONPATH"].split(":")[:2] == [str(REPO), "/elsewhere"]
     assert env["PYSPARK_PYTHON"] == sys.executable
 

@@ -48,7 +48,6 @@ import json, sys, tempfile, os
 assert sys.version_info[:2] == (3, 9), sys.version
 from assetflow_job import AliasRef, Metadata, run, AssetEvent
 from spark_jobs import sample_data
-from spark_jobs.package import build_py_files_zip
 
 folder = tempfile.mkdtemp()
 context = {
@@ -85,7 +84,6 @@ assert [(e["asset"], e["alias"]) for e in events] == [("s3://b/out", None), ("s3
 
 assert len(sample_data.write_delivery_files(os.path.join(folder, "landing"))) == 3
 assert len(sample_data.sensor_messages()) == 24
-build_py_files_zip(os.path.join(folder, "jobs.zip"))
 bad = [m for m in ("boto3", "pyspark", "assetflow") if m in sys.modules]
 assert not bad, bad
 print("ok")

@@ -18,15 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from assetflow.local import spark_pool
-from assetflow.local.spark_pool import (
+from assetflow_dev import spark_pool
+from assetflow_dev.spark_pool import (
     MAX_START_FAILURES,
     SparkPool,
     WarmDriverLostError,
     WarmJob,
     WarmJobRefusedError,
 )
-from spark_jobs.package import LOCAL_SPARK_CONF, build_py_files_zip
+from assetflow_job.local import LOCAL_SPARK_CONF
+from tests.examples import example_py_files_zip
 
 #: A driver's start on this 2-core machine takes 10-30 s; leave room for a busy machine.
 READY_TIMEOUT = 240.0
@@ -232,7 +233,7 @@ def test_acquire_waits_only_for_a_driver_no_earlier_caller_waits_for(
 def test_drivers_that_keep_failing_to_start_stop_the_pool_starting_more(
     fake_pool: Callable[..., SparkPool], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="assetflow.local.spark_pool")
+    caplog.set_level(logging.WARNING, logger="assetflow_dev.spark_pool")
     pool = fake_pool(FAKE_MODE="fail")
 
     began = time.monotonic()
@@ -292,7 +293,7 @@ def pool(tmp_path: Path) -> Iterator[SparkPool]:
         python=sys.executable,
         master="local[2]",
         spark_conf=LOCAL_SPARK_CONF,
-        py_files=[str(build_py_files_zip(tmp_path / "assetflow_jobs.zip"))],
+        py_files=[str(example_py_files_zip(tmp_path / "assetflow_jobs.zip"))],
         env=env,
         work_dir=tmp_path / "warm",
     )

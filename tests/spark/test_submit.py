@@ -16,9 +16,10 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -r 
 
 from pyspark.sql import SparkSession
 
+from assetflow_dev.submit import local_submit_command
 from spark_jobs import sample_data
 from spark_jobs.common import CURATED_DELIVERIES, LANDING_DELIVERIES
-from spark_jobs.package import REPO_ROOT, build_py_files_zip, local_submit_command
+from tests.examples import REPO_ROOT, example_py_files_zip
 from tests.spark.contexts import BUCKET, asset_outlet, event, read_metadata, write_context
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -43,7 +44,7 @@ def test_spark_submit_runs_deliveries_etl_from_the_py_files_zip(spark: SparkSess
     entry_point = tmp_path / "job" / "deliveries_etl.py"
     entry_point.parent.mkdir()
     shutil.copy(REPO_ROOT / "spark_jobs" / "deliveries_etl.py", entry_point)
-    zip_path = build_py_files_zip(tmp_path / "job" / "assetflow_jobs.zip")
+    zip_path = example_py_files_zip(tmp_path / "job" / "assetflow_jobs.zip")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
 

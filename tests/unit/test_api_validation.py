@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from assetflow.adapters.dynamodb import Page
+from assetflow.core import limits
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import NotFoundError, StoreUnavailableError
 from assetflow.core.events import AssetEvent, Run, RunState
+from assetflow.functions import handle_api
 from assetflow.loader import load_catalog
-from assetflow.usecases import views
-from functions import handle_api
+from assetflow.ports import Page
+from assetflow.usecases import requests
 
 KNOWN = "s3://assetflow-demo/landing/deliveries"
 USER_ARN = "arn:aws:iam::123456789012:user/alice"
@@ -274,14 +275,14 @@ def test_a_body_nested_past_the_parser_is_refused(deps: FakeDeps) -> None:
 
 
 def test_oversized_extra_is_413(deps: FakeDeps) -> None:
-    extra = {"blob": "x" * (views.MAX_EXTRA_BYTES + 1)}
+    extra = {"blob": "x" * (limits.MAX_REQUEST_EXTRA_BYTES + 1)}
     assert_error(
         call(deps, "POST", "/assets/events", body={"uri": KNOWN, "extra": extra}), 413, "payload_too_large"
     )
 
 
 def test_oversized_body_is_413_before_parsing(deps: FakeDeps) -> None:
-    body = "{" + " " * (views.MAX_BODY_BYTES + 1) + "}"
+    body = "{" + " " * (limits.MAX_REQUEST_BODY_BYTES + 1) + "}"
     assert_error(call(deps, "POST", "/assets/events", body=body), 413, "payload_too_large", "over the limit")
     assert_error(
         call(deps, "POST", "/assets/events", body=body, base64_body=True),
@@ -309,9 +310,9 @@ def test_an_unknown_asset_is_accepted_with_a_warning(deps: FakeDeps) -> None:
 
 
 def test_views_can_refuse_unknown_assets(deps: FakeDeps) -> None:
-    request = views.parse_emit_request({"uri": "x-new://thing"})
+    request = requests.parse_emit_request({"uri": "x-new://thing"})
     with pytest.raises(NotFoundError, match="not in the catalog"):
-        views.emit_event(
+        requests.emit_event(
             deps.store,  # type: ignore[arg-type]
             deps.catalog,
             request,
@@ -515,19 +516,19 @@ def test_every_route_answers(deps: FakeDeps) -> None:
 
 
 def test_parse_limit() -> None:
-    assert views.parse_limit(None) == 100
-    assert views.parse_limit("", 50) == 50
-    assert views.parse_limit("1000") == 1000
-    assert views.parse_limit(7) == 7
+    assert requests.parse_limit(None) == 100
+    assert requests.parse_limit("", 50) == 50
+    assert requests.parse_limit("1000") == 1000
+    assert requests.parse_limit(7) == 7
     for bad in (0, 1001, True, "1e3", " ", "x"):
-        with pytest.raises(views.RequestError):
-            views.parse_limit(bad)
+        with pytest.raises(requests.RequestError):
+            requests.parse_limit(bad)
 
 
 def test_extra_within_the_limit_is_kept() -> None:
-    extra = {"blob": "x" * (views.MAX_EXTRA_BYTES - 20)}
-    assert views.check_extra(extra) is extra
-    assert views.check_extra(None) == {}
+    extra = {"blob": "x" * (limits.MAX_REQUEST_EXTRA_BYTES - 20)}
+    assert requests.check_extra(extra) is extra
+    assert requests.check_extra(None) == {}
 
 
 # ---- openapi.json --------------------------------------------------------------------------------------

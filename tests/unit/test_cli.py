@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from assetflow import cli
 from assetflow.core.graph import to_dot, to_mermaid
 from assetflow.loader import load_catalog
+from assetflow_dev import cli
 
 PIPELINES = str(Path(__file__).resolve().parents[2] / "pipelines")
 INVALID = str(Path(__file__).resolve().parent / "fixtures" / "invalid_catalog")

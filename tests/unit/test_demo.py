@@ -9,7 +9,7 @@ import pytest
 
 from assetflow.core.catalog import Catalog
 from assetflow.loader import load_catalog
-from assetflow.local.demo import DELIVERIES, DemoError, Expectations, Snapshot, judge
+from assetflow_dev.demo import DELIVERIES, DemoError, Expectations, Snapshot, judge
 
 EXAMPLES = str(Path(__file__).resolve().parents[2] / "pipelines")
 

@@ -18,33 +18,29 @@ from hypothesis import strategies as st
 
 from assetflow import Asset, AssetWatcher, Catalog, KafkaTopic, SqsQueue
 from assetflow.adapters.extras import (
-    INLINE_EXTRA_BYTES,
-    REF_KEY,
     Detached,
     ExtraRef,
     ExtraReferenceError,
     ExtrasUnavailableError,
-    ExtraTooLargeError,
     S3ExtrasStore,
     reference_of,
     summarise_facts,
     verified_extra,
 )
-from assetflow.adapters.messages import (
-    MAX_EXTRA_BYTES,
-    Accepted,
-    KafkaSource,
-    MessageTranslator,
-    Quarantined,
-    store_outcome,
-)
+from assetflow.adapters.messages import KafkaSource, MessageTranslator
+from assetflow.core import limits
 from assetflow.core.events import AssetEvent, derive_id
 from assetflow.core.jsonvalue import canonical_json
-from assetflow.local import client
-from assetflow.usecases import views
+from assetflow.core.limits import INLINE_EXTRA_BYTES
+from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES as MAX_EXTRA_BYTES
+from assetflow.ports import Accepted, ExtraTooLargeError, Quarantined
+from assetflow.usecases import requests
+from assetflow.usecases.ingest import Ingest
+from assetflow_dev import client
 from assetflow_job import AssetEvent as JobEvent
 from assetflow_job import ExtraReferenceError as JobExtraReferenceError
 from assetflow_job import ExtraResolver, RunContext
+from assetflow_job.contract import REF_KEY
 
 NOW = datetime(2026, 11, 21, 10, 15, 0, 123456, tzinfo=UTC)
 BUCKET = "runs-bucket"
@@ -298,7 +294,7 @@ def test_a_large_message_is_stored_by_reference_with_the_same_event_id(translato
     assert extra[REF_KEY]["uri"].startswith(f"s3://{BUCKET}/extras/{outcome.event.id}/")
 
     store = FakeStore()
-    assert store_outcome(store, outcome, now=NOW, extras=extras) is True
+    assert Ingest(store=store, extras=extras).store_outcome(outcome, now=NOW) is True
     assert json.loads(s3.data(extra[REF_KEY]["uri"])) == inline.event.to_json()["extra"]
     assert json.loads(s3.data(extra[REF_KEY]["uri"]))["payload"] == json.loads(body)
 
@@ -306,7 +302,7 @@ def test_a_large_message_is_stored_by_reference_with_the_same_event_id(translato
     again = translator.from_sqs(sqs(body, receive_count="2"), now=NOW, extras=extras)
     assert isinstance(again, Accepted) and again.detached is not None
     assert again.detached.ref != outcome.detached.ref
-    assert store_outcome(store, again, now=NOW, extras=extras) is False
+    assert Ingest(store=store, extras=extras).store_outcome(again, now=NOW) is False
     assert s3.puts == 1
     assert store.events[outcome.identity] == outcome.event
 
@@ -316,7 +312,7 @@ def test_a_small_message_stays_inline_with_an_extras_store(translator: MessageTr
     outcome = translator.from_sqs(sqs(big_order(1000)), now=NOW, extras=extras_store(s3))
     assert isinstance(outcome, Accepted) and outcome.detached is None
     assert outcome.event.extra["payload"]["order_id"] == "o-1"
-    assert store_outcome(FakeStore(), outcome, now=NOW, extras=extras_store(s3)) is True
+    assert Ingest(store=FakeStore(), extras=extras_store(s3)).store_outcome(outcome, now=NOW) is True
     assert s3.puts == 0
 
 
@@ -365,7 +361,7 @@ def test_huge_kafka_headers_stay_out_of_the_inline_facts(translator: MessageTran
 def test_a_detached_outcome_needs_the_store_that_placed_it(translator: MessageTranslator) -> None:
     outcome = translator.from_sqs(sqs(big_order(INLINE_EXTRA_BYTES * 2)), now=NOW, extras=extras_store())
     with pytest.raises(ValueError, match="extras store"):
-        store_outcome(FakeStore(), outcome, now=NOW)
+        Ingest(store=FakeStore()).store_outcome(outcome, now=NOW)
 
 
 def test_an_sqs_body_with_a_lone_surrogate_is_quarantined(translator: MessageTranslator) -> None:
@@ -379,23 +375,23 @@ def test_an_sqs_body_with_a_lone_surrogate_is_quarantined(translator: MessageTra
 
 
 def test_api_extras_are_refused_when_they_use_the_reserved_key_or_are_not_unicode() -> None:
-    with pytest.raises(views.RequestError, match="extra_ref"):
-        views.check_extra({REF_KEY: {"uri": "s3://b/k"}})
-    with pytest.raises(views.RequestError, match="not valid Unicode"):
-        views.check_extra({"a": "\ud800"})
-    with pytest.raises(views.RequestError, match="not valid Unicode"):
-        views.check_partition_key("\udfff")
-    with pytest.raises(views.RequestError, match="not valid Unicode"):
-        views.parse_body('{"uri": "x"}\ud800')
-    big = {"blob": "x" * (views.MAX_EXTRA_BYTES + 1)}
-    with pytest.raises(views.PayloadTooLargeError):
-        views.parse_emit_request({"uri": "x-a://b", "extra": big})
-    assert views.parse_emit_request({"uri": "x-a://b", "extra": big}, by_reference=True).extra == big
+    with pytest.raises(requests.RequestError, match="extra_ref"):
+        requests.check_extra({REF_KEY: {"uri": "s3://b/k"}})
+    with pytest.raises(requests.RequestError, match="not valid Unicode"):
+        requests.check_extra({"a": "\ud800"})
+    with pytest.raises(requests.RequestError, match="not valid Unicode"):
+        requests.check_partition_key("\udfff")
+    with pytest.raises(requests.RequestError, match="not valid Unicode"):
+        requests.parse_body('{"uri": "x"}\ud800')
+    big = {"blob": "x" * (limits.MAX_REQUEST_EXTRA_BYTES + 1)}
+    with pytest.raises(requests.PayloadTooLargeError):
+        requests.parse_emit_request({"uri": "x-a://b", "extra": big})
+    assert requests.parse_emit_request({"uri": "x-a://b", "extra": big}, by_reference=True).extra == big
 
 
 class FakeEventStore(FakeStore):
     def list_events(self, uri: str, *, limit: int = 100, token: str | None = None) -> Any:
-        from assetflow.adapters.dynamodb import Page
+        from assetflow.ports import Page
 
         return Page([e.to_json() for e in self.events.values() if e.asset == uri][:limit], None)
 
@@ -408,10 +404,10 @@ def test_the_api_stores_a_large_extra_by_reference_once_per_idempotency_key() ->
     extras = extras_store(s3)
     catalog = Catalog.build([Asset("x-a://b")])
     extra = {"rows": ["r" * 100] * 1000}
-    request = views.parse_emit_request({"uri": "x-a://b", "extra": extra}, by_reference=True)
+    request = requests.parse_emit_request({"uri": "x-a://b", "extra": extra}, by_reference=True)
 
-    def emit(key: str, req: views.EmitRequest = request) -> views.EmitResult:
-        return views.emit_event(
+    def emit(key: str, req: requests.EmitRequest = request) -> requests.EmitResult:
+        return requests.emit_event(
             store,
             catalog,
             req,
@@ -429,14 +425,16 @@ def test_the_api_stores_a_large_extra_by_reference_once_per_idempotency_key() ->
     replay = emit("k-1")
     assert replay.created is False and replay.event == first.event
     assert s3.puts == 1
-    other = views.parse_emit_request({"uri": "x-a://b", "extra": {"rows": ["s"] * 10_000}}, by_reference=True)
-    with pytest.raises(views.IdempotencyKeyReusedError):
+    other = requests.parse_emit_request(
+        {"uri": "x-a://b", "extra": {"rows": ["s"] * 10_000}}, by_reference=True
+    )
+    with pytest.raises(requests.IdempotencyKeyReusedError):
         emit("k-1", other)
     assert s3.puts == 1
 
-    too_big = views.parse_emit_request({"uri": "x-a://b", "extra": extra}, by_reference=True)
-    with pytest.raises(views.PayloadTooLargeError, match="ceiling"):
-        views.emit_event(
+    too_big = requests.parse_emit_request({"uri": "x-a://b", "extra": extra}, by_reference=True)
+    with pytest.raises(requests.PayloadTooLargeError, match="ceiling"):
+        requests.emit_event(
             store,
             catalog,
             too_big,

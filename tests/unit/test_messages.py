@@ -26,20 +26,13 @@ from assetflow import (
     SelfManagedKafka,
     SqsQueue,
 )
-from assetflow.adapters.messages import (
-    MAX_EXTRA_BYTES,
-    MAX_PAYLOAD_DEPTH,
-    MAX_QUARANTINE_BODY_BYTES,
-    UNKNOWN_WATCHER,
-    Accepted,
-    KafkaSource,
-    MessageTranslator,
-    Quarantined,
-    decode_payload,
-    store_outcome,
-)
+from assetflow.adapters.messages import UNKNOWN_WATCHER, KafkaSource, MessageTranslator, decode_payload
 from assetflow.core.errors import StoreUnavailableError
 from assetflow.core.events import AssetEvent, derive_id
+from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES as MAX_EXTRA_BYTES
+from assetflow.core.limits import MAX_PAYLOAD_DEPTH, MAX_QUARANTINE_BODY_BYTES
+from assetflow.ports import Accepted, Quarantined
+from assetflow.usecases.ingest import Ingest
 
 NOW = datetime(2026, 11, 21, 10, 15, 0, 123456, tzinfo=UTC)
 REGION_ACCOUNT = "us-east-1:123456789012"
@@ -339,7 +332,10 @@ def test_the_partition_key_field_gives_the_key(translator: MessageTranslator, da
         ({"day": "   "}, "is empty"),
         ({"day": {"y": 2026}}, "is an object; a partition key must be a string or a number"),
         ({"day": [1]}, "is an array"),
-        ({"day": "d" * 513}, "is 513 bytes long"),
+        ({"day": "d" * 257}, "is 257 bytes long"),
+        ({"day": "é" * 129}, "is 258 bytes long"),
+        ({"day": "../../x"}, "must not contain '/'"),
+        ({"day": "a\nb"}, "must not contain control characters"),
     ],
 )
 def test_without_a_usable_partition_key_the_message_is_quarantined(
@@ -714,10 +710,10 @@ def test_store_outcome_writes_once_per_identity(translator: MessageTranslator) -
     store = FakeStore()
     good = translator.from_sqs(sqs(order()), now=NOW)
     bad = translator.from_sqs(sqs("{}"), now=NOW)
-    assert store_outcome(store, good, now=NOW) is True
-    assert store_outcome(store, good, now=NOW) is False
-    assert store_outcome(store, bad, now=NOW) is True
-    assert store_outcome(store, bad, now=NOW) is False
+    assert Ingest(store=store).store_outcome(good, now=NOW) is True
+    assert Ingest(store=store).store_outcome(good, now=NOW) is False
+    assert Ingest(store=store).store_outcome(bad, now=NOW) is True
+    assert Ingest(store=store).store_outcome(bad, now=NOW) is False
     assert list(store.events) == [f"sqs:{ORDERS_ARN}:m-1"]
     assert store.quarantined[f"sqs:{ORDERS_ARN}:m-1"]["watcher"] == "orders"
 
@@ -734,7 +730,7 @@ class FakeContext:
 
 
 def fake_deps(store: FakeStore) -> Any:
-    return SimpleNamespace(messages=_TRANSLATOR, store=store, extras=None)
+    return SimpleNamespace(messages=_TRANSLATOR, store=store, extras=None, ingest=Ingest(store=store))
 
 
 def sqs_event(*records: Mapping[str, Any]) -> dict[str, Any]:
@@ -742,7 +738,7 @@ def sqs_event(*records: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def test_sqs_standard_batch_fails_only_the_failed_message() -> None:
-    from functions.handle_sqs_messages import lambda_handler
+    from assetflow.functions.handle_sqs_messages import lambda_handler
 
     store = FakeStore(fail_for={"m-2"})
     event = sqs_event(*(sqs(order(), message_id=f"m-{i}") for i in range(1, 5)))
@@ -752,7 +748,7 @@ def test_sqs_standard_batch_fails_only_the_failed_message() -> None:
 
 
 def test_sqs_fifo_batch_stops_at_the_first_failure() -> None:
-    from functions.handle_sqs_messages import lambda_handler
+    from assetflow.functions.handle_sqs_messages import lambda_handler
 
     store = FakeStore(fail_for={"m-2"})
     body = json.dumps({"meta": {"day": "2026-11-21"}})
@@ -767,7 +763,7 @@ def test_sqs_fifo_batch_stops_at_the_first_failure() -> None:
 def test_quarantines_are_acknowledged_and_counted(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    from functions.handle_sqs_messages import SERVICE, lambda_handler
+    from assetflow.functions.handle_sqs_messages import SERVICE, lambda_handler
 
     store = FakeStore()
     event = sqs_event(
@@ -798,14 +794,14 @@ def test_quarantines_are_acknowledged_and_counted(
 
 
 def test_every_message_failing_fails_the_invocation() -> None:
-    from functions.handle_sqs_messages import lambda_handler
+    from assetflow.functions.handle_sqs_messages import lambda_handler
 
     with pytest.raises(BatchProcessingError):
         lambda_handler(sqs_event(sqs(order())), FakeContext(), deps=fake_deps(FakeStore(fail_for={"m-1"})))
 
 
 def test_a_failed_kafka_record_fails_the_invocation_and_holds_back_its_partition() -> None:
-    from functions.handle_kafka_records import KafkaBatchRetryError, lambda_handler
+    from assetflow.functions.handle_kafka_records import KafkaBatchRetryError, lambda_handler
 
     store = FakeStore(fail_for={":readings:0:8:"})
     event = {

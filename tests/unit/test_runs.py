@@ -19,6 +19,7 @@ from assetflow.adapters.emr import (
     CLIENT_TOKEN_MAX,
     EmrServerlessLauncher,
     OutletMetadataError,
+    S3RunOutputs,
     SubmissionRejectedError,
     client_token,
     read_outlet_metadata,
@@ -27,10 +28,11 @@ from assetflow.adapters.emr import (
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, can_transition
-from assetflow.local import LOCAL_CLIENT_KWARGS
-from assetflow.usecases.evaluate import Evaluation, SubmissionError
-from assetflow.usecases.runs import PlannedEvent, RunStates, outlet_event_id, plan_outlet_events
-from functions import handle_job_state, handle_schedule_tick
+from assetflow.functions import handle_job_state, handle_schedule_tick
+from assetflow.ports import SubmissionError
+from assetflow.usecases.evaluate import Evaluation
+from assetflow.usecases.job_state import PlannedEvent, RunStates, outlet_event_id, plan_outlet_events
+from assetflow_dev import LOCAL_CLIENT_KWARGS
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 RAW = Asset("s3://lake/raw/orders")
@@ -173,10 +175,9 @@ def service(run: Run, *, objects: dict[str, Any] | None = None, job_lookup: Any 
     states = RunStates(
         catalog=CATALOG,
         store=store,  # type: ignore[arg-type]
-        s3_client=FakeS3(objects),
+        outputs=S3RunOutputs(FakeS3(objects), BUCKET),
         evaluator=evaluator,  # type: ignore[arg-type]
         clock=lambda: T0 + timedelta(hours=1),
-        runs_bucket=BUCKET,
         job_lookup=job_lookup,
     )
     return states, store, evaluator
@@ -431,7 +432,7 @@ def test_a_failed_or_cancelled_run_emits_nothing_but_frees_its_slot(emr_state: s
     change = states.handle_state_change("job1", emr_state, APP)
 
     assert change.moved and change.emitted == [] and store.events == {}
-    assert states._s3.reads == 0  # type: ignore[attr-defined]
+    assert states.outputs._s3.reads == 0  # type: ignore[attr-defined]
     assert evaluator.released == [ETL.id]
 
 
@@ -756,10 +757,9 @@ def test_the_tick_handler_parses_the_schedulers_input() -> None:
     states = RunStates(
         catalog=Catalog.build([schedule]),
         store=FakeStore(),  # type: ignore[arg-type]
-        s3_client=FakeS3(),
+        outputs=S3RunOutputs(FakeS3(), BUCKET),
         evaluator=evaluator,  # type: ignore[arg-type]
         clock=lambda: T0,
-        runs_bucket=BUCKET,
     )
 
     answer = handle_schedule_tick.lambda_handler(

@@ -7,7 +7,7 @@ from typing import Any
 
 from assetflow.core.conditions import Asset
 from assetflow.core.schedules import AssetOrTimeSchedule
-from assetflow.local.ticker import ScheduleTicker
+from assetflow_dev.ticker import ScheduleTicker
 
 
 class Clock:

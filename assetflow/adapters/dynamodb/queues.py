@@ -1,0 +1,372 @@
+"""The queues aggregate: a pipeline's queue head, its entries per generation, and the transitions on them.
+
+A transition (the core's ``advance``) is applied as one transaction, conditional on the head's version and on
+the pipeline's active-run counter; it also creates the runs it makes (their items are the runs aggregate's).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from assetflow.adapters.dynamodb.runs import run_put
+from assetflow.adapters.dynamodb.table import (
+    DEDUPE_TTL,
+    DynamoDbTable,
+    entry_sk,
+    epoch_seconds,
+    generation_prefix,
+    num_attr,
+    plain_value,
+    queue_pk,
+    str_attr,
+)
+from assetflow.core.errors import ConflictError
+from assetflow.core.events import AssetEvent, format_timestamp, parse_timestamp
+from assetflow.core.pipeline import Pipeline
+from assetflow.core.queues import MAX_APPEND, QueueHead, QueueSummary, StoredQueue
+from assetflow.core.scheduler import QueueEntry, QueueState, Transition
+
+
+def _head_condition(version: int) -> str:
+    """A queue head's write condition: still at ``version`` (a queue at 0 may have no head item yet)."""
+    return "attribute_not_exists(version) OR version = :before" if version == 0 else "version = :before"
+
+
+class DynamoDbQueueStore(DynamoDbTable):
+    """Pipeline queues: heads under ``PIPELINE#<id>``, entries and seen markers under ``QUEUE#<id>#<key>``."""
+
+    def read_queue_head(self, pipeline: str, key: str = "") -> QueueHead:
+        """A queue's head item (one consistent read), without its entries."""
+        head = self._get(f"PIPELINE#{pipeline}", f"QUEUE#{key}") or {}
+        version = int(head.get("version", 0))
+        last_tick = head.get("last_tick")
+        summary = None
+        if "summary" in head and int(head.get("summary_version", -1)) == version:
+            summary = QueueSummary.from_json(head["summary"])
+        elif version == 0:
+            summary = QueueSummary(frozenset(), frozenset(), 0)  # a queue never written holds nothing
+        return QueueHead(
+            pipeline=pipeline,
+            key=key,
+            version=version,
+            generation=int(head.get("generation", 0)),
+            pending_ticks=tuple(parse_timestamp(t) for t in head.get("pending_ticks", [])),
+            last_tick=parse_timestamp(last_tick) if last_tick else None,
+            summary=summary,
+        )
+
+    def read_queue(self, pipeline: str, key: str = "", *, head: QueueHead | None = None) -> StoredQueue:
+        """A queue's state: its head (version, generation, ticks) and the entries of its current generation.
+
+        ``head``, when given, is the head just read with ``read_queue_head`` (not read again).
+        """
+        if head is None:
+            head = self.read_queue_head(pipeline, key)
+        generation = head.generation
+        entries = tuple(
+            QueueEntry(AssetEvent.from_json(json.loads(i["event"]["S"])), tuple(plain_value(i["aliases"])))
+            for i in self._query(
+                KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
+                ExpressionAttributeValues={
+                    ":p": str_attr(queue_pk(pipeline, key)),
+                    ":g": str_attr(generation_prefix(generation)),
+                },
+                ConsistentRead=True,
+            )
+        )
+        state = QueueState(
+            pipeline=pipeline,
+            key=key,
+            version=head.version,
+            entries=entries,
+            pending_ticks=head.pending_ticks,
+            last_tick=head.last_tick,
+        )
+        return StoredQueue(state, generation)
+
+    def queue_keys(self, pipeline: str, *, pending_only: bool = True) -> list[str]:
+        """The keys of a pipeline's queues (those with queued events or held ticks by default)."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :q)",
+            "ExpressionAttributeValues": {":p": str_attr(f"PIPELINE#{pipeline}"), ":q": str_attr("QUEUE#")},
+        }
+        if pending_only:
+            kwargs["FilterExpression"] = "pending > :zero"
+            kwargs["ExpressionAttributeValues"][":zero"] = num_attr(0)
+        return [i["sk"]["S"].removeprefix("QUEUE#") for i in self._query(**kwargs)]
+
+    def already_queued(self, pipeline: str, key: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of these events this queue has seen before (queued or consumed), so redeliveries skip."""
+        seen: set[str] = set()
+        pk = queue_pk(pipeline, key)
+        ids = list(dict.fromkeys(event_ids))
+        for start in range(0, len(ids), 100):
+            keys = [{"pk": str_attr(pk), "sk": str_attr(f"SEEN#{i}")} for i in ids[start : start + 100]]
+            request = {self.table: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                answer = self._call("batch_get_item", RequestItems=request)
+                seen.update(
+                    i["sk"]["S"].removeprefix("SEEN#") for i in answer["Responses"].get(self.table, [])
+                )
+                request = answer.get("UnprocessedKeys") or {}
+        return seen
+
+    def active_runs(self, pipeline: str) -> int:
+        """How many runs of the pipeline are queued or running."""
+        item = self._get(f"PIPELINE#{pipeline}", "#ACTIVE") or {}
+        return int(item.get("active", 0))
+
+    def apply(self, pipeline: Pipeline, stored: StoredQueue, transition: Transition) -> None:
+        """Apply a transition as one transaction, conditional on the queue's version and the run limit.
+
+        Raises:
+            ConflictError: another evaluator changed the queue or the active runs first; re-read and retry.
+            StoreUnavailableError: throttled.
+        """
+        t = transition
+        if not t.changed:
+            return
+        partition = queue_pk(pipeline.id, t.before.key)
+        batch_consumed = pipeline.batch and bool(t.consumed)
+        generation = stored.generation + 1 if batch_consumed else stored.generation
+        writes = [self._head_write(pipeline.id, t, generation)]
+        writes += self._entry_changes(pipeline, partition, stored.generation, t)
+        writes += [
+            {"Put": run_put(self.table, run, partition, stored.generation, pipeline.batch)} for run in t.runs
+        ]
+        if t.runs:
+            writes.append(self._active_runs_write(pipeline, len(t.runs)))
+        if len(writes) > 100:
+            raise ValueError(
+                f"a transition of {len(writes)} writes exceeds DynamoDB's 100; feed fewer entries at once"
+            )
+        self._call("transact_write_items", TransactItems=writes)
+
+    def _head_write(self, pipeline: str, t: Transition, generation: int) -> dict[str, Any]:
+        """The head's update: the new version, generation, ticks and summary, if still at ``t.before``."""
+        values: dict[str, Any] = {
+            ":v": num_attr(t.after.version),
+            ":g": num_attr(generation),
+            ":ticks": {"L": [str_attr(format_timestamp(x)) for x in t.after.pending_ticks]},
+            ":pending": num_attr(len(t.after.entries) + len(t.after.pending_ticks)),
+            ":summary": str_attr(QueueSummary.of(t.after.entries).to_json()),
+            ":before": num_attr(t.before.version),
+        }
+        update = (
+            "SET version = :v, generation = :g, pending_ticks = :ticks, pending = :pending, "
+            "summary = :summary, summary_version = :v"
+        )
+        if t.after.last_tick is not None:
+            update += ", last_tick = :lt"
+            values[":lt"] = str_attr(format_timestamp(t.after.last_tick))
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(f"QUEUE#{t.before.key}")},
+                "UpdateExpression": update,
+                "ConditionExpression": _head_condition(t.before.version),
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _entry_changes(
+        self, pipeline: Pipeline, partition: str, generation: int, t: Transition
+    ) -> list[dict[str, Any]]:
+        """New entries (with their seen markers) and, for ``batch=False``, the consumed entries' deletes."""
+        writes: list[dict[str, Any]] = []
+        consumed_ids = {e.event.id for e in t.consumed}
+        for entry in t.added:
+            # A batch=False event consumed at once never needs a queue entry, only its seen marker.
+            queued = pipeline.batch or entry.event.id not in consumed_ids
+            writes += self._entry_writes(partition, generation, entry, queued=queued)
+        if pipeline.batch:
+            return (
+                writes  # a batch run consumes the whole generation: its entries stay, referenced by the run
+            )
+        added_ids = {e.event.id for e in t.added}
+        writes += [
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": {"pk": str_attr(partition), "sk": str_attr(entry_sk(generation, entry))},
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            }
+            for entry in t.consumed
+            if entry.event.id not in added_ids
+        ]
+        return writes
+
+    def _active_runs_write(self, pipeline: Pipeline, runs: int) -> dict[str, Any]:
+        """Count ``runs`` more active runs, only while that stays within ``max_active_runs``."""
+        values: dict[str, Any] = {":k": num_attr(runs)}
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")},
+            "UpdateExpression": "ADD active :k",
+            "ExpressionAttributeValues": values,
+        }
+        if pipeline.max_active_runs is not None:
+            update["ConditionExpression"] = "attribute_not_exists(active) OR active <= :room"
+            values[":room"] = num_attr(pipeline.max_active_runs - runs)
+        return {"Update": update}
+
+    def append_entries(
+        self, pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]
+    ) -> QueueSummary:
+        """Add entries to a batch queue that they leave waiting, from its head alone (no read of its entries).
+
+        For when the head's summary shows the schedule stays unsatisfied with the entries added and no ticks
+        are held: the core's transition is then exactly "queue them". One transaction, conditional on the
+        head's version and on each entry being new; returns the new summary.
+
+        Raises:
+            ConflictError: the queue changed, or an entry was queued meanwhile; read again.
+            ValueError: ``head.appended`` says they cannot be appended from the head alone.
+        """
+        summary = head.appended(pipeline, entries)
+        if summary is None:
+            raise ValueError(
+                f"queue {pipeline.id}/{head.key or '-'} cannot take entries from its head alone "
+                f"({len(entries)} entries; batch queues with a current summary and no held tick take 1 to "
+                f"{MAX_APPEND})"
+            )
+        version = head.version + 1
+        partition = queue_pk(pipeline.id, head.key)
+        values: dict[str, Any] = {
+            ":v": num_attr(version),
+            ":g": num_attr(head.generation),
+            ":pending": num_attr(summary.entries),
+            ":summary": str_attr(summary.to_json()),
+            ":before": num_attr(head.version),
+        }
+        writes: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr(f"QUEUE#{head.key}")},
+                    "UpdateExpression": (
+                        "SET version = :v, generation = :g, pending = :pending, summary = :summary, "
+                        "summary_version = :v"
+                    ),
+                    "ConditionExpression": _head_condition(head.version),
+                    "ExpressionAttributeValues": values,
+                }
+            }
+        ]
+        for entry in entries:
+            writes += self._entry_writes(partition, head.generation, entry, queued=True)
+        self._call("transact_write_items", TransactItems=writes)
+        return summary
+
+    def _entry_writes(
+        self, partition: str, generation: int, entry: QueueEntry, *, queued: bool
+    ) -> list[dict[str, Any]]:
+        """The writes that add an entry: its seen marker (once per queue, ever) and, when queued, the entry."""
+        writes: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": str_attr(partition),
+                        "sk": str_attr(f"SEEN#{entry.event.id}"),
+                        "expires_at": num_attr(epoch_seconds(entry.event.timestamp + DEDUPE_TTL)),
+                    },
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        ]
+        if queued:
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": str_attr(partition),
+                            "sk": str_attr(entry_sk(generation, entry)),
+                            "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
+                            "aliases": {"L": [str_attr(a) for a in entry.aliases]},
+                        },
+                    }
+                }
+            )
+        return writes
+
+    def list_queue(self, pipeline: str) -> list[dict[str, Any]]:
+        """Queued events of a pipeline, per queue key, oldest first."""
+        rows = []
+        for key in self.queue_keys(pipeline, pending_only=False):
+            stored = self.read_queue(pipeline, key)
+            for entry in sorted(stored.state.entries, key=lambda e: e.sort_key):
+                rows.append(
+                    {
+                        "pipeline": pipeline,
+                        "queue_key": key or None,
+                        "aliases": list(entry.aliases),
+                        "event": entry.event.to_json(),
+                    }
+                )
+        return rows
+
+    def clear_queue(self, pipeline: Pipeline, uri: str | None = None, *, attempts: int = 20) -> int:
+        """Drop queued events of a pipeline (of one asset with ``uri``); returns how many were dropped.
+
+        Raises:
+            ConflictError: the queue kept changing under heavy load; try again.
+        """
+        dropped = 0
+        for key in self.queue_keys(pipeline.id, pending_only=False):
+            for attempt in range(attempts):
+                stored = self.read_queue(pipeline.id, key)
+                doomed = [e for e in stored.state.entries if uri is None or e.event.asset == uri]
+                if not doomed:
+                    break
+                state = stored.state
+                keep = tuple(e for e in state.entries if e not in doomed)
+                after = QueueState(
+                    state.pipeline, state.key, state.version + 1, keep, state.pending_ticks, state.last_tick
+                )
+                writes: list[dict[str, Any]] = [
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {
+                                "pk": str_attr(f"PIPELINE#{pipeline.id}"),
+                                "sk": str_attr(f"QUEUE#{key}"),
+                            },
+                            "UpdateExpression": "SET version = :v, pending = :p",
+                            "ConditionExpression": "version = :before",
+                            "ExpressionAttributeValues": {
+                                ":v": num_attr(after.version),
+                                ":p": num_attr(len(keep) + len(state.pending_ticks)),
+                                ":before": num_attr(state.version),
+                            },
+                        }
+                    }
+                ]
+                writes += [
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": {
+                                "pk": str_attr(queue_pk(pipeline.id, key)),
+                                "sk": str_attr(entry_sk(stored.generation, e)),
+                            },
+                        }
+                    }
+                    for e in doomed[:99]
+                ]
+                try:
+                    self._call("transact_write_items", TransactItems=writes)
+                except ConflictError:
+                    time.sleep(min(0.05 * 2**attempt, 1.0))
+                    continue
+                dropped += len(doomed[:99])
+                if len(doomed) <= 99:
+                    break
+            else:
+                raise ConflictError(f"queue {pipeline.id}/{key} kept changing; try again")
+        return dropped

@@ -1,0 +1,264 @@
+"""The one DynamoDB table: its definition, attribute codecs, and the calls every aggregate's store makes.
+
+One table with string keys ``pk``/``sk``, three sparse global secondary indexes and a stream. Every state
+change is a conditional write or a transaction; SDK errors become the core's errors by their codes here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from assetflow.core.errors import ConflictError, StoreUnavailableError
+from assetflow.core.events import format_timestamp
+from assetflow.core.scheduler import QueueEntry
+
+#: How long dedupe records and "already queued" markers live: longer than SQS's 14-day retention and
+#: DynamoDB stream's 24 hours, the windows in which a message or a record can come back.
+DEDUPE_TTL = timedelta(days=15)
+_RETRYABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+    }
+)
+_PAGE_MAX = 1000
+
+
+#: The global secondary indexes, all sparse over string keys ``<index>pk`` / ``<index>sk``: ``gsi1`` lists
+#: assets, a pipeline's runs and a run's produced events; ``gsi2`` all runs; ``gsi3`` the runs still waiting
+#: to be submitted (a key only while they wait, so the evaluator's retry sweep reads nothing else).
+INDEXES = ("gsi1", "gsi2", "gsi3")
+
+
+def table_definition() -> dict[str, Any]:
+    """The table's key schema, indexes and stream, for CreateTable (the CDK app declares the same)."""
+    string = "S"
+    return {
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": string}
+            for name in ("pk", "sk", *(f"{index}{part}" for index in INDEXES for part in ("pk", "sk")))
+        ],
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": f"{index}pk", "KeyType": "HASH"},
+                    {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index in INDEXES
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+        "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+    }
+
+
+def str_attr(value: str) -> dict[str, str]:
+    """A string attribute value."""
+    return {"S": value}
+
+
+def num_attr(value: int) -> dict[str, str]:
+    """A number attribute value."""
+    return {"N": str(value)}
+
+
+def plain_value(attr: Mapping[str, Any]) -> Any:
+    """A typed attribute value as a plain Python value."""
+    ((kind, value),) = attr.items()
+    if kind == "S":
+        return value
+    if kind == "N":
+        number = Decimal(value)
+        return int(number) if number == number.to_integral_value() else float(number)
+    if kind == "BOOL":
+        return value
+    if kind == "NULL":
+        return None
+    if kind == "L":
+        return [plain_value(v) for v in value]
+    if kind == "M":
+        return {k: plain_value(v) for k, v in value.items()}
+    if kind == "SS":
+        return sorted(value)
+    raise ValueError(f"unexpected DynamoDB attribute type {kind}")
+
+
+def plain_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A DynamoDB item (typed attributes) as plain Python values."""
+    return {k: plain_value(v) for k, v in item.items()}
+
+
+# ---- key layout shared by aggregates (a transition writes queue entries and runs together) ----------
+
+
+def queue_pk(pipeline: str, key: str) -> str:
+    """The partition of a queue's entries and seen markers."""
+    return f"QUEUE#{pipeline}#{key}"
+
+
+def generation_prefix(generation: int) -> str:
+    """The sort-key prefix of a generation's entries (a batch run consumes a generation)."""
+    return f"G#{generation:010d}#"
+
+
+def entry_sk(generation: int, entry: QueueEntry) -> str:
+    """The sort key of a queue entry: its generation, then its event's (timestamp, id)."""
+    return f"{generation_prefix(generation)}E#{format_timestamp(entry.event.timestamp)}#{entry.event.id}"
+
+
+class InvalidPageTokenError(ValueError):
+    """A page token that is not one this store gave out (or names another listing's key)."""
+
+
+def epoch_seconds(moment: datetime) -> int:
+    """Seconds since the epoch, as DynamoDB's TTL attribute takes them."""
+    return int(moment.timestamp())
+
+
+def page_token(key: Mapping[str, Any] | None) -> str | None:
+    """The opaque ``next`` token of a page: its ``LastEvaluatedKey``, encoded (None on the last page)."""
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, sort_keys=True).encode()).decode()
+
+
+def start_key(token: str | None) -> dict[str, Any] | None:
+    """The ``ExclusiveStartKey`` a page token names (None for the first page).
+
+    Raises:
+        InvalidPageTokenError: the token does not decode to a key.
+    """
+    if not token:
+        return None
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, TypeError) as exc:
+        raise InvalidPageTokenError("invalid page token; use the 'next' value of the previous page") from exc
+    if not isinstance(decoded, dict):
+        raise InvalidPageTokenError("invalid page token; use the 'next' value of the previous page")
+    return decoded
+
+
+class DynamoDbTable:
+    """The table and the calls on it; each aggregate's store (events, queues, runs, quarantine) extends it."""
+
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._db = client
+        self.table = table_name
+
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._db, operation)(**kwargs)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "ConditionalCheckFailedException":
+                raise ConflictError(f"{operation}: condition failed") from exc
+            if code == "TransactionCanceledException":
+                reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+                if any(r in ("ThrottlingError", "ProvisionedThroughputExceeded") for r in reasons):
+                    raise StoreUnavailableError(f"{operation}: throttled ({reasons})") from exc
+                raise ConflictError(f"{operation}: transaction cancelled ({reasons})") from exc
+            if code in ("TransactionConflictException", "TransactionInProgressException"):
+                raise ConflictError(f"{operation}: {code}") from exc
+            if code in _RETRYABLE_CODES:
+                raise StoreUnavailableError(f"{operation}: {code}") from exc
+            raise
+
+    def _query(self, index: str | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        args = {"TableName": self.table, **kwargs}
+        if index:
+            args["IndexName"] = index
+        while True:
+            page = self._call("query", **args)
+            yield from page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return
+            args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _page(
+        self, limit: int, token: str | None, index: str | None = None, **kwargs: Any
+    ) -> tuple[list[Any], str | None]:
+        if not 1 <= limit <= _PAGE_MAX:
+            raise ValueError(f"limit must be between 1 and {_PAGE_MAX}")
+        args: dict[str, Any] = {"TableName": self.table, "Limit": limit, **kwargs}
+        if index:
+            args["IndexName"] = index
+        start = start_key(token)
+        if start:
+            args["ExclusiveStartKey"] = start
+        try:
+            page = self._call("query", **args)
+        except ClientError as exc:
+            # A token that decodes but names another listing's key reaches DynamoDB, which refuses it.
+            if start and exc.response.get("Error", {}).get("Code") == "ValidationException":
+                raise InvalidPageTokenError(
+                    "invalid page token; use the 'next' value of the previous page"
+                ) from exc
+            raise
+        return page.get("Items", []), page_token(page.get("LastEvaluatedKey"))
+
+    def create_table(self) -> None:
+        """Create the table (local runtime and tests; the CDK app creates it on AWS) and wait for it."""
+        try:
+            self._call("create_table", TableName=self.table, **table_definition())
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                raise
+        self._db.get_waiter("table_exists").wait(
+            TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        try:
+            self._call(
+                "update_time_to_live",
+                TableName=self.table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+            )
+        except ClientError as exc:  # already enabled
+            if exc.response.get("Error", {}).get("Code") != "ValidationException":
+                raise
+
+    def stream_arn(self) -> str:
+        """The ARN of the table's stream."""
+        return str(self._call("describe_table", TableName=self.table)["Table"]["LatestStreamArn"])
+
+    def _write_once(self, writes: list[dict[str, Any]]) -> bool:
+        """Run a transaction whose first write is a conditional put of a marker; False when it exists.
+
+        A cancelled transaction means "already written" only if the marker is there: a lost race
+        (TransactionConflict) is raised, so the caller retries instead of taking it for a duplicate.
+
+        Raises:
+            ConflictError: the transaction was cancelled for another reason; retry.
+        """
+        marker = writes[0]["Put"]["Item"]
+        try:
+            self._call("transact_write_items", TransactItems=writes)
+        except ConflictError:
+            if self._get(marker["pk"]["S"], marker["sk"]["S"]) is not None:
+                return False
+            raise
+        return True
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        found = self._call(
+            "get_item",
+            TableName=self.table,
+            Key={"pk": str_attr(pk), "sk": str_attr(sk)},
+            ConsistentRead=True,
+        )
+        return plain_item(found["Item"]) if "Item" in found else None

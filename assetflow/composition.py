@@ -207,6 +207,7 @@ class Dependencies:
             evaluator=self.evaluator,
             clock=utc_now,
             job_lookup=getattr(self.launcher, "run_id_of_job", None),
+            extras=self.extras,
         )
 
 

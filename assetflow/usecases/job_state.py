@@ -13,9 +13,11 @@ from assetflow.core.conditions import Asset, AssetAlias
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
+from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES, MAX_PAYLOAD_DEPTH, nesting_exceeds
 from assetflow.core.pipeline import Pipeline
-from assetflow.ports import OutletMetadataError, RunOutputs, Store
+from assetflow.ports import Detached, ExtrasStore, ExtraTooLargeError, OutletMetadataError, RunOutputs, Store
 from assetflow.usecases.evaluate import Evaluation, Evaluator
+from assetflow_job.contract import REF_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,14 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
         if not isinstance(extra, Mapping):
             refused.append(f"{where}: extra of {uri!r} is not an object")
             continue
+        if REF_KEY in extra:
+            refused.append(
+                f"{where}: extra of {uri!r} has the key {REF_KEY!r}, which marks extras stored by reference"
+            )
+            continue
+        if nesting_exceeds(extra, MAX_PAYLOAD_DEPTH):
+            refused.append(f"{where}: extra of {uri!r} is nested more than {MAX_PAYLOAD_DEPTH} levels deep")
+            continue
         named = [entry.get("alias"), *(entry.get("aliases") or [])]
         aliases = list(dict.fromkeys(a for a in named if a is not None))
         if not aliases:
@@ -141,12 +151,14 @@ class RunStates:
         evaluator: Evaluator,
         clock: Callable[[], datetime],
         job_lookup: Callable[[str], str | None] | None = None,
+        extras: ExtrasStore | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
         self.evaluator = evaluator
         self.clock = clock
         self.outputs = outputs
+        self.extras = extras
         self._job_lookup = job_lookup
 
     def handle_state_change(self, job_run_id: str, emr_state: str, application_id: str) -> StateChange:
@@ -258,22 +270,59 @@ class RunStates:
                         self.evaluator.bus.publish(
                             ALIAS_CREATED, {"alias": alias, "uri": planned.asset, "run_id": run.run_id}
                         )
+            event_id = outlet_event_id(run.run_id, planned.kind, planned.asset, planned.extra)
+            extra, detached = self._place(event_id, planned, result)
             event = AssetEvent(
                 asset=planned.asset,
-                id=outlet_event_id(run.run_id, planned.kind, planned.asset, planned.extra),
+                id=event_id,
                 # A microsecond apart, so (timestamp, id) order is the job's order.
                 timestamp=now + timedelta(microseconds=position),
-                extra=planned.extra,
+                extra=extra,
                 source=source,
                 partition_key=run.partition_key,
             )
-            stored, new = self.store.put_event(event, dedupe_key=f"outlet#{event.id}", now=now)
+            dedupe_key = f"outlet#{event.id}"
+            if (
+                detached is not None
+                and self.extras is not None
+                and self.store.find_dedupe(dedupe_key) is None
+            ):
+                # Written before the event that references it, as ingest does: no event points at nothing.
+                self.extras.write(detached)
+            stored, new = self.store.put_event(event, dedupe_key=dedupe_key, now=now)
             if new:
                 result.emitted.append(stored)
         logger.info(
             "outlets emitted",
             extra={**context, "emitted": [e.id for e in result.emitted], "planned": len(plan.events)},
         )
+
+    def _place(
+        self, event_id: str, planned: PlannedEvent, result: StateChange
+    ) -> tuple[Mapping[str, Any], Detached | None]:
+        """The extra an outlet event carries: inline, by reference when large, ``{}`` with a reason when refused.
+
+        An extra too large for the event's item is never dropped silently: it goes to the extras store (as
+        ingest's do), and only one over that store's ceiling (or, without a store, over the inline limit) is
+        refused, the event still emitted.
+        """
+        reason: str | None = None
+        if self.extras is not None:
+            try:
+                return self.extras.place(event_id, planned.extra)
+            except ExtraTooLargeError as exc:
+                reason = f"outlet {planned.asset!r}: {exc}; the event is emitted without it"
+        else:
+            size = len(canonical_json(planned.extra).encode())
+            if size <= MAX_MESSAGE_EXTRA_BYTES:
+                return planned.extra, None
+            reason = (
+                f"outlet {planned.asset!r}: the extra is {size} bytes of JSON, over the {MAX_MESSAGE_EXTRA_BYTES}-byte "
+                "limit of extras kept inline (no extras store is configured); the event is emitted without it"
+            )
+        result.refused.append(reason)
+        logger.error("outlet extra refused", extra={"event_id": event_id, "reason": reason})
+        return {}, None
 
     def _release(self, run: Run) -> Evaluation | None:
         if run.pipeline not in self.catalog.pipelines:

@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from assetflow.adapters.dynamodb.keys import partition_key, sort_key
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
     DynamoDbTable,
@@ -18,6 +19,11 @@ from assetflow.adapters.dynamodb.table import (
 from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, format_timestamp
 from assetflow.ports import Page
+
+
+def dedupe_pk(dedupe_key: str) -> str:
+    """The partition of a dedupe record: a message's identity can be longer than a key may be."""
+    return partition_key("DEDUPE#", dedupe_key)
 
 
 class DynamoDbEventStore(DynamoDbTable):
@@ -67,7 +73,7 @@ class DynamoDbEventStore(DynamoDbTable):
                     "Put": {
                         "TableName": self.table,
                         "Item": {
-                            "pk": str_attr(f"DEDUPE#{dedupe_key}"),
+                            "pk": str_attr(dedupe_pk(dedupe_key)),
                             "sk": str_attr("#DEDUPE"),
                             "event": item["event"],
                             "expires_at": num_attr(epoch_seconds(moment + DEDUPE_TTL)),
@@ -94,7 +100,7 @@ class DynamoDbEventStore(DynamoDbTable):
         found = self._call(
             "get_item",
             TableName=self.table,
-            Key={"pk": str_attr(f"DEDUPE#{dedupe_key}"), "sk": str_attr("#DEDUPE")},
+            Key={"pk": str_attr(dedupe_pk(dedupe_key)), "sk": str_attr("#DEDUPE")},
             ConsistentRead=True,
         ).get("Item")
         return AssetEvent.from_json(json.loads(found["event"]["S"])) if found else None
@@ -119,7 +125,8 @@ class DynamoDbEventStore(DynamoDbTable):
                     "last_event_at": str_attr(""),
                     "event_count": num_attr(0),
                     "gsi1pk": str_attr("ASSETS"),
-                    "gsi1sk": str_attr(event.asset),
+                    # An index's sort key holds 1,024 bytes, a URI 1,500 characters: long ones are cut and hashed.
+                    "gsi1sk": str_attr(sort_key("", event.asset)),
                 },
                 ConditionExpression="attribute_not_exists(pk)",
             )
@@ -231,7 +238,8 @@ class DynamoDbEventStore(DynamoDbTable):
                         "TableName": self.table,
                         "Item": {
                             "pk": str_attr(f"ALIAS#{alias}"),
-                            "sk": str_attr(f"ASSET#{uri}"),
+                            "sk": str_attr(sort_key("ASSET#", uri)),
+                            "uri": str_attr(uri),
                             "created_at": created_at,
                         },
                     }
@@ -252,7 +260,7 @@ class DynamoDbEventStore(DynamoDbTable):
     def alias_assets(self, alias: str) -> list[str]:
         """The assets an alias resolves to."""
         return [
-            i["sk"]["S"].removeprefix("ASSET#")
+            i["uri"]["S"] if "uri" in i else i["sk"]["S"].removeprefix("ASSET#")
             for i in self._query(
                 KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": str_attr(f"ALIAS#{alias}")}
             )

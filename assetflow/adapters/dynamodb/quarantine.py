@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from assetflow.adapters.dynamodb.keys import partition_key, sort_key
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
     DynamoDbTable,
@@ -36,7 +37,7 @@ class DynamoDbQuarantineStore(DynamoDbTable):
         """Keep a rejected message with its reason (once per message identity); returns True when new."""
         item = {
             "pk": str_attr("QUARANTINE"),
-            "sk": str_attr(f"{format_timestamp(now)}#{identity}"),
+            "sk": str_attr(sort_key(f"{format_timestamp(now)}#", identity)),
             "watcher": str_attr(watcher),
             "reason": str_attr(reason[:2000]),
             "body": str_attr(body),
@@ -49,7 +50,7 @@ class DynamoDbQuarantineStore(DynamoDbTable):
                     "Put": {
                         "TableName": self.table,
                         "Item": {
-                            "pk": str_attr(f"DEDUPE#quarantine#{identity}"),
+                            "pk": str_attr(partition_key("DEDUPE#quarantine#", identity)),
                             "sk": str_attr("#DEDUPE"),
                             "expires_at": num_attr(epoch_seconds(now + DEDUPE_TTL)),
                         },

@@ -69,6 +69,9 @@ class Transition:
     runs: tuple[Run, ...] = ()
     more: bool = False
     ignored: tuple[str, ...] = field(default=())
+    #: ``max_active_runs`` stopped a run the queue could make now: the decision holds only while no slot frees
+    #: (a store applies it on condition that the active-run count has not gone down meanwhile).
+    held: bool = False
 
     @property
     def changed(self) -> bool:
@@ -165,7 +168,7 @@ def advance(
         pipeline, state, sorted(queued.values(), key=lambda e: e.sort_key), pending, slots, utc(now)
     )
     if not (added or taken.consumed or taken.runs or ticked):
-        return Transition(before=state, after=state)
+        return Transition(before=state, after=state, held=taken.held)
     after = replace(
         state,
         version=state.version + 1,
@@ -180,6 +183,7 @@ def advance(
         consumed=tuple(taken.consumed),
         runs=tuple(taken.runs),
         more=taken.more,
+        held=taken.held,
     )
 
 
@@ -222,6 +226,7 @@ class _Taken:
     consumed: list[QueueEntry] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     more: bool = False
+    held: bool = False
 
 
 def _take_runs(
@@ -268,4 +273,18 @@ def _take_runs(
             events, taken.remaining = taken.remaining[:1], taken.remaining[1:]
             taken.runs.append(make_run(f"event:{events[0].event.id}", events, None))
         taken.consumed.extend(events)
+    if slots is not None and len(taken.runs) >= slots:
+        taken.held = _runnable(pipeline, taken)
     return taken
+
+
+def _runnable(pipeline: Pipeline, taken: _Taken) -> bool:
+    """Whether what is left in the queue would make a run if a slot were free."""
+    if taken.pending:
+        return True
+    if not taken.remaining:
+        return False
+    if not pipeline.batch:
+        return True
+    present = QueueState(pipeline.id, entries=tuple(taken.remaining))
+    return pipeline.condition.evaluate(present.assets(), present.aliases())

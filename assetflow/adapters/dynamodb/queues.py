@@ -92,6 +92,8 @@ class DynamoDbQueueStore(DynamoDbTable):
         kwargs: dict[str, Any] = {
             "KeyConditionExpression": "pk = :p AND begins_with(sk, :q)",
             "ExpressionAttributeValues": {":p": str_attr(f"PIPELINE#{pipeline}"), ":q": str_attr("QUEUE#")},
+            # A run's end releases the queues this finds: one queued a moment ago must not be missed.
+            "ConsistentRead": True,
         }
         if pending_only:
             kwargs["FilterExpression"] = "pending > :zero"
@@ -137,8 +139,8 @@ class DynamoDbQueueStore(DynamoDbTable):
         writes += [
             {"Put": run_put(self.table, run, partition, stored.generation, pipeline.batch)} for run in t.runs
         ]
-        if t.runs:
-            writes.append(self._active_runs_write(pipeline, len(t.runs)))
+        if t.runs or t.held:
+            writes.append(self._active_runs_write(pipeline, len(t.runs), held=t.held))
         if len(writes) > 100:
             raise ValueError(
                 f"a transition of {len(writes)} writes exceeds DynamoDB's 100; feed fewer entries at once"
@@ -200,18 +202,40 @@ class DynamoDbQueueStore(DynamoDbTable):
         ]
         return writes
 
-    def _active_runs_write(self, pipeline: Pipeline, runs: int) -> dict[str, Any]:
-        """Count ``runs`` more active runs, only while that stays within ``max_active_runs``."""
+    def _active_runs_write(self, pipeline: Pipeline, runs: int, *, held: bool = False) -> dict[str, Any]:
+        """Count ``runs`` more active runs, only while that stays within ``max_active_runs``.
+
+        ``held``: the transition leaves runnable work queued because no slot was free. It then also requires
+        that none has freed since (the count is still at ``max_active_runs - runs`` or more), or a run ending
+        between the evaluator's read of the count and this write would leave that work queued with a free slot
+        and nothing to release it (Airflow #56050): the transaction fails instead, and the evaluator decides
+        again with the new count.
+        """
+        key = {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")}
+        limit = pipeline.max_active_runs
+        if not runs:  # held, nothing to count: a check of the count alone
+            return {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": key,
+                    "ConditionExpression": "active >= :floor",
+                    "ExpressionAttributeValues": {":floor": num_attr(limit or 0)},
+                }
+            }
         values: dict[str, Any] = {":k": num_attr(runs)}
         update: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")},
+            "Key": key,
             "UpdateExpression": "ADD active :k",
             "ExpressionAttributeValues": values,
         }
-        if pipeline.max_active_runs is not None:
-            update["ConditionExpression"] = "attribute_not_exists(active) OR active <= :room"
-            values[":room"] = num_attr(pipeline.max_active_runs - runs)
+        if limit is not None:
+            room = limit - runs
+            values[":room"] = num_attr(room)
+            # A missing count is 0; held, the count read must still be the count now (no slot freed meanwhile).
+            compare = "=" if held else "<="
+            missing = "attribute_not_exists(active) OR " if room == 0 or not held else ""
+            update["ConditionExpression"] = f"{missing}active {compare} :room"
         return {"Update": update}
 
     def append_entries(

@@ -11,6 +11,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from assetflow.adapters.dynamodb.runs import run_put
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
@@ -282,12 +284,44 @@ class DynamoDbQueueStore(DynamoDbTable):
             }
         ]
         for entry in entries:
-            writes += self._entry_writes(partition, head.generation, entry, queued=True)
-        self._call("transact_write_items", TransactItems=writes)
+            writes += self._entry_writes(partition, head.generation, entry, queued=True, only_new=True)
+        try:
+            self._call("transact_write_items", TransactItems=writes)
+        except ConflictError as exc:
+            self._restore_seen_markers(exc, writes)
+            raise
         return summary
 
+    def _restore_seen_markers(self, exc: ConflictError, writes: Sequence[dict[str, Any]]) -> None:
+        """Put back the seen markers of entries found queued already (their markers expired before they ran).
+
+        An entry outlives its seen marker when its queue waits longer than ``DEDUPE_TTL``; a redelivery of its
+        event then passes ``already_queued`` and would be counted in the head's summary a second time. The
+        entry's conditional put refuses it instead, and with the marker back the evaluator's retry skips it.
+        """
+        cause = exc.__cause__
+        reasons = cause.response.get("CancellationReasons", []) if isinstance(cause, ClientError) else []
+        present = [
+            writes[i]["Put"]["Item"]
+            for i, reason in enumerate(reasons)
+            if reason.get("Code") == "ConditionalCheckFailed"
+            and "Put" in writes[i]
+            and writes[i]["Put"]["Item"]["sk"]["S"].startswith("G#")
+        ]
+        for item in present:
+            event = AssetEvent.from_json(json.loads(item["event"]["S"]))
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item={
+                    "pk": item["pk"],
+                    "sk": str_attr(f"SEEN#{event.id}"),
+                    "expires_at": num_attr(epoch_seconds(event.timestamp + DEDUPE_TTL)),
+                },
+            )
+
     def _entry_writes(
-        self, partition: str, generation: int, entry: QueueEntry, *, queued: bool
+        self, partition: str, generation: int, entry: QueueEntry, *, queued: bool, only_new: bool = False
     ) -> list[dict[str, Any]]:
         """The writes that add an entry: its seen marker (once per queue, ever) and, when queued, the entry."""
         writes: list[dict[str, Any]] = [
@@ -304,19 +338,18 @@ class DynamoDbQueueStore(DynamoDbTable):
             }
         ]
         if queued:
-            writes.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            "pk": str_attr(partition),
-                            "sk": str_attr(entry_sk(generation, entry)),
-                            "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
-                            "aliases": {"L": [str_attr(a) for a in entry.aliases]},
-                        },
-                    }
-                }
-            )
+            put: dict[str, Any] = {
+                "TableName": self.table,
+                "Item": {
+                    "pk": str_attr(partition),
+                    "sk": str_attr(entry_sk(generation, entry)),
+                    "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
+                    "aliases": {"L": [str_attr(a) for a in entry.aliases]},
+                },
+            }
+            if only_new:
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            writes.append({"Put": put})
         return writes
 
     def list_queue(self, pipeline: str) -> list[dict[str, Any]]:

@@ -488,8 +488,9 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(run)
         return EXIT_OK
-    for key in ("run_id", "pipeline", "state", "created_at", "partition_key", "job_run_id", "scheduled_time"):
-        print(f"{key + ':':16}{'-' if run.get(key) is None else run[key]}")
+    keys = ("run_id", "pipeline", "state", "created_at", "partition_key", "job_run_id", "scheduled_time")
+    for key in (*keys, "submission_error"):
+        print(f"{key + ':':18}{'-' if run.get(key) is None else run[key]}")
     for title, grouped in (
         ("triggering_asset_events", run["triggering_asset_events"]),
         ("produced_asset_events", run["produced_asset_events"]),

@@ -165,6 +165,9 @@ class Run:
     job_run_id: str | None = None
     triggering_asset_events: Mapping[str, tuple[AssetEvent, ...]] = field(default_factory=dict)
     scheduled_time: datetime | None = None
+    #: Why the job service did not take the run the last time it failed to (None while no attempt failed; kept
+    #: for operators after a later attempt succeeds); a run failed for a refused submission keeps its reason.
+    submission_error: str | None = None
 
     def __post_init__(self) -> None:
         for name, moment in (("created_at", self.created_at), ("scheduled_time", self.scheduled_time)):
@@ -193,6 +196,7 @@ class Run:
                 uri: [e.to_json() for e in events] for uri, events in self.triggering_asset_events.items()
             },
             "scheduled_time": format_timestamp(self.scheduled_time) if self.scheduled_time else None,
+            "submission_error": self.submission_error,
         }
 
     @classmethod
@@ -217,6 +221,7 @@ class Run:
                     for uri, events in doc.get("triggering_asset_events", {}).items()
                 },
                 scheduled_time=parse_timestamp(scheduled) if scheduled else None,
+                submission_error=doc.get("submission_error"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DocumentError(f"invalid run document: {exc}") from exc

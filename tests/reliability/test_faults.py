@@ -670,7 +670,12 @@ def test_a_throttled_then_refused_start_job_run_is_retried_until_every_run_is_su
     item = client("dynamodb", runtime.endpoints["dynamodb"]).get_item(
         TableName=runtime.store.table, Key={"pk": {"S": f"RUN#{stranded.run_id}"}, "sk": {"S": "#RUN"}}
     )["Item"]
-    assert "ValidationException" in item["submission_error"]["S"]  # kept for operators (no view shows it yet)
+    assert (
+        "ValidationException" in item["submission_error"]["S"]
+    )  # kept for operators, and shown in the views
+    assert "ValidationException" in (
+        runtime.store.get_run(stranded.run_id).to_json()["submission_error"] or ""
+    )
     waiting = {p: len(runtime.store.unsubmitted_runs(p)) for p in runtime.catalog["pipelines"]}
     runtime.tick("2026-11-22T06:00:00Z")  # RunStates.handle_tick: the next tick's run, and the sweep
     for pipeline, count in waiting.items():

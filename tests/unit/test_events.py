@@ -356,7 +356,7 @@ def make_run(**kwargs: Any) -> Run:
 
 def test_run_document_shape() -> None:
     doc = make_run().to_json()
-    assert set(doc) == RUN_KEYS | {"scheduled_time"}
+    assert set(doc) == RUN_KEYS | {"scheduled_time", "submission_error"}
     assert doc["state"] == "running"
     assert doc["created_at"] == "2026-11-21T10:15:00.000000Z"
     assert doc["scheduled_time"] is None

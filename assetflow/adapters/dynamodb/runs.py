@@ -51,6 +51,8 @@ class DynamoDbRunStore(DynamoDbTable):
         doc["state"] = raw["state"]["S"]
         if "job_run_id" in raw:
             doc["job_run_id"] = raw["job_run_id"]["S"]
+        if "submission_error" in raw:
+            doc["submission_error"] = raw["submission_error"]["S"]
         doc["triggering_asset_events"] = {}
         if with_events:
             trigger = json.loads(raw["trigger"]["S"])

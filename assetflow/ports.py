@@ -95,6 +95,9 @@ class Accepted:
     identity: str
     watcher: str
     detached: Detached | None = None
+    #: The source can deliver the message again at any age (a Kafka topic read again from an old offset), not
+    #: only within SQS's or a stream's retention: its dedupe record is kept for good.
+    lasting_identity: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ class Quarantined:
     body: str
     facts: Mapping[str, Any]
     identity: str
+    #: As ``Accepted.lasting_identity``: the quarantine's dedupe record is kept for good.
+    lasting_identity: bool = False
 
 
 Outcome = Accepted | Quarantined
@@ -119,9 +124,16 @@ class EventStore(Protocol):
     """Asset events (written once, deduplicated by a message's identity), assets and alias resolutions."""
 
     def put_event(
-        self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None
+        self,
+        event: AssetEvent,
+        *,
+        dedupe_key: str | None = None,
+        now: datetime | None = None,
+        lasting: bool = False,
     ) -> tuple[AssetEvent, bool]:
         """Store an event once; returns the stored event (the first one on a redelivery) and whether it is new.
+
+        The dedupe record lives as long as a message can be redelivered (15 days), or for good with ``lasting``.
 
         Raises:
             StoreUnavailableError: throttled; retry.
@@ -267,8 +279,9 @@ class QuarantineStore(Protocol):
         facts: Mapping[str, Any],
         identity: str,
         now: datetime,
+        lasting: bool = False,
     ) -> bool:
-        """Keep a rejected message with its reason, once per message identity; True when new."""
+        """Keep a rejected message with its reason, once per message identity (for good with ``lasting``)."""
         ...
 
     def list_quarantine(self, *, limit: int = 100, token: str | None = None) -> Page:

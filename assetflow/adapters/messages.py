@@ -9,7 +9,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import islice
 from typing import Any, Literal
@@ -220,8 +220,20 @@ class MessageTranslator:
 
         The identity is ``kafka:<cluster>:<topic>:<partition>:<offset>:<timestamp>``. The cluster keeps two
         clusters' topics apart; the record's timestamp (set once, by the producer or the broker) keeps a
-        deleted and re-created topic, whose offsets start again at 0, from passing for redeliveries.
+        deleted and re-created topic, whose offsets start again at 0, from passing for redeliveries. A topic
+        can be read again from any old offset (a consumer group reset, a replay), so the outcome's identity is
+        lasting: its dedupe record is kept for good.
         """
+        return replace(self._from_kafka(record, source=source, now=now, extras=extras), lasting_identity=True)
+
+    def _from_kafka(
+        self,
+        record: Mapping[str, Any],
+        *,
+        source: KafkaSource,
+        now: datetime,
+        extras: S3ExtrasStore | None = None,
+    ) -> Outcome:
         identity, facts = _kafka_identity(record, source)
         found = self._kafka_watcher(facts["topic"], source)
         watcher_name = found[0].name if found else UNKNOWN_WATCHER

@@ -43,6 +43,7 @@ class Ingest:
                 facts=outcome.facts,
                 identity=outcome.identity,
                 now=now,
+                lasting=outcome.lasting_identity,
             )
         if outcome.detached is not None:
             if self.extras is None:
@@ -52,7 +53,9 @@ class Ingest:
             if self.store.find_dedupe(outcome.identity) is not None:
                 return False
             self.extras.write(outcome.detached)
-        _, created = self.store.put_event(outcome.event, dedupe_key=outcome.identity, now=now)
+        _, created = self.store.put_event(
+            outcome.event, dedupe_key=outcome.identity, now=now, lasting=outcome.lasting_identity
+        )
         return created
 
 

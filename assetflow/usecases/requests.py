@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -246,6 +247,20 @@ def _json_type(value: object) -> str:
     return names.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
 
 
+_ASSUMED_ROLE = re.compile(r"^(arn:[^:]+:sts::\d{12}:assumed-role/[^/]+)/[^/]+$")
+
+
+def caller_identity(principal: str) -> str:
+    """The part of a caller's ARN that stays the same across its sessions: what idempotency keys belong to.
+
+    An assumed role's ARN ends with the session's name (``.../assumed-role/Role/botocore-session-17...``), new
+    for every session: a client that retries a request after its credentials were refreshed is still the same
+    client. Every other principal (IAM users, federated users, the CLI's ``cli:<user>``) is its own identity.
+    """
+    found = _ASSUMED_ROLE.match(principal)
+    return found.group(1) if found else principal
+
+
 def pipeline_of(catalog: Catalog, pipeline_id: str) -> Pipeline:
     """The catalog's pipeline of that id.
 
@@ -274,9 +289,10 @@ def emit_event(
     """Create an asset event from the API or the CLI (Airflow's ``POST /assets/events``).
 
     The evaluator picks the event up from the table's stream, as any other event. With an
-    ``idempotency_key`` the event id is derived from (principal, key) and the store keeps a dedupe record
-    for 15 days, so a client's retry returns the first event (``created`` False) rather than making a
-    second one. Without it the id is derived from ``request_id``.
+    ``idempotency_key`` the event id is derived from (the caller's identity, key) and the store keeps a dedupe
+    record for 15 days, so a client's retry returns the first event (``created`` False) rather than making a
+    second one, also from a new session of the same role (``caller_identity``). Without it the id is derived
+    from ``request_id``.
 
     An asset neither in the catalog nor seen before is accepted with a warning, as Airflow creates unknown
     assets with a warning (no pipeline can consume it until one schedules on it or an alias resolves to it);
@@ -302,8 +318,9 @@ def emit_event(
             "no pipeline schedules on it directly (check the URI for typos)"
         )
     if key is not None:
-        event_id = derive_id("api", principal, key)
-        dedupe_key: str | None = f"api#{principal}#{key}"
+        identity = caller_identity(principal)
+        event_id = derive_id("api", identity, key)
+        dedupe_key: str | None = f"api#{identity}#{key}"
     else:
         event_id = derive_id("api", request_id)
         dedupe_key = None
@@ -364,6 +381,7 @@ __all__ = [
     "PayloadTooLargeError",
     "RequestError",
     "ViewError",
+    "caller_identity",
     "check_extra",
     "check_idempotency_key",
     "check_partition_key",

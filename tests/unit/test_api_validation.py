@@ -39,7 +39,14 @@ class FakeStore:
         if self.fail_with is not None:
             raise self.fail_with
 
-    def put_event(self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None):
+    def put_event(
+        self,
+        event: AssetEvent,
+        *,
+        dedupe_key: str | None = None,
+        now: datetime | None = None,
+        lasting: bool = False,
+    ):
         self._check()
         if dedupe_key is not None and dedupe_key in self.dedupe:
             return self.dedupe[dedupe_key], False

@@ -262,7 +262,14 @@ class FakeStore:
 
     events: dict[str, AssetEvent] = field(default_factory=dict)
 
-    def put_event(self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None):
+    def put_event(
+        self,
+        event: AssetEvent,
+        *,
+        dedupe_key: str | None = None,
+        now: datetime | None = None,
+        lasting: bool = False,
+    ):
         assert dedupe_key is not None
         if dedupe_key in self.events:
             return self.events[dedupe_key], False
@@ -395,7 +402,14 @@ class FakeEventStore(FakeStore):
 
         return Page([e.to_json() for e in self.events.values() if e.asset == uri][:limit], None)
 
-    def put_event(self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None):
+    def put_event(
+        self,
+        event: AssetEvent,
+        *,
+        dedupe_key: str | None = None,
+        now: datetime | None = None,
+        lasting: bool = False,
+    ):
         return super().put_event(event, dedupe_key=dedupe_key or event.id, now=now)
 
 

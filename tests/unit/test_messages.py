@@ -689,7 +689,12 @@ class FakeStore:
     fail_for: set[str] = field(default_factory=set)
 
     def put_event(
-        self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None
+        self,
+        event: AssetEvent,
+        *,
+        dedupe_key: str | None = None,
+        now: datetime | None = None,
+        lasting: bool = False,
     ) -> tuple[AssetEvent, bool]:
         assert dedupe_key is not None
         if any(marker in dedupe_key for marker in self.fail_for):

@@ -117,7 +117,14 @@ class FakeStore:
         self.resolutions.add((alias, uri))
         return True
 
-    def put_event(self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None):
+    def put_event(
+        self,
+        event: AssetEvent,
+        *,
+        dedupe_key: str | None = None,
+        now: datetime | None = None,
+        lasting: bool = False,
+    ):
         self.calls.append(("event", event.asset))
         assert dedupe_key is not None
         if dedupe_key in self.dedupe:

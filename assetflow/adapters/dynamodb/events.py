@@ -38,9 +38,17 @@ class DynamoDbEventStore(DynamoDbTable):
         }
 
     def put_event(
-        self, event: AssetEvent, *, dedupe_key: str | None = None, now: datetime | None = None
+        self,
+        event: AssetEvent,
+        *,
+        dedupe_key: str | None = None,
+        now: datetime | None = None,
+        lasting: bool = False,
     ) -> tuple[AssetEvent, bool]:
         """Store an event once; with ``dedupe_key`` (a message's identity) a redelivery stores nothing.
+
+        The dedupe record expires after ``DEDUPE_TTL``, or never with ``lasting`` (a source that can replay any
+        old message, such as a Kafka topic read again from an early offset).
 
         Returns the stored event (the original one on a redelivery) and whether it was new.
 
@@ -67,17 +75,19 @@ class DynamoDbEventStore(DynamoDbTable):
         ]
         if dedupe_key is not None:
             moment = now or event.timestamp
+            dedupe = {
+                "pk": str_attr(dedupe_pk(dedupe_key)),
+                "sk": str_attr("#DEDUPE"),
+                "event": item["event"],
+            }
+            if not lasting:
+                dedupe["expires_at"] = num_attr(epoch_seconds(moment + DEDUPE_TTL))
             writes.insert(
                 0,
                 {
                     "Put": {
                         "TableName": self.table,
-                        "Item": {
-                            "pk": str_attr(dedupe_pk(dedupe_key)),
-                            "sk": str_attr("#DEDUPE"),
-                            "event": item["event"],
-                            "expires_at": num_attr(epoch_seconds(moment + DEDUPE_TTL)),
-                        },
+                        "Item": dedupe,
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },

@@ -33,8 +33,15 @@ class DynamoDbQuarantineStore(DynamoDbTable):
         facts: Mapping[str, Any],
         identity: str,
         now: datetime,
+        lasting: bool = False,
     ) -> bool:
-        """Keep a rejected message with its reason (once per message identity); returns True when new."""
+        """Keep a rejected message with its reason (once per message identity); returns True when new.
+
+        The dedupe record expires after ``DEDUPE_TTL``, or never with ``lasting``.
+        """
+        dedupe = {"pk": str_attr(partition_key("DEDUPE#quarantine#", identity)), "sk": str_attr("#DEDUPE")}
+        if not lasting:
+            dedupe["expires_at"] = num_attr(epoch_seconds(now + DEDUPE_TTL))
         item = {
             "pk": str_attr("QUARANTINE"),
             "sk": str_attr(sort_key(f"{format_timestamp(now)}#", identity)),
@@ -49,11 +56,7 @@ class DynamoDbQuarantineStore(DynamoDbTable):
                 {
                     "Put": {
                         "TableName": self.table,
-                        "Item": {
-                            "pk": str_attr(partition_key("DEDUPE#quarantine#", identity)),
-                            "sk": str_attr("#DEDUPE"),
-                            "expires_at": num_attr(epoch_seconds(now + DEDUPE_TTL)),
-                        },
+                        "Item": dedupe,
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },

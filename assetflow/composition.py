@@ -24,6 +24,7 @@ from assetflow.ports import ListenerBus, NullBus
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.ingest import Ingest
 from assetflow.usecases.job_state import RunStates
+from assetflow.usecases.reconcile import Reconciler
 
 if typing.TYPE_CHECKING:  # jsonschema loads only in the ingest functions, which use the translator
     from assetflow.adapters.messages import MessageTranslator
@@ -208,6 +209,26 @@ class Dependencies:
             clock=utc_now,
             job_lookup=getattr(self.launcher, "run_id_of_job", None),
             extras=self.extras,
+        )
+
+    @cached_property
+    def reconciler(self) -> Reconciler:
+        """The reconciliation sweep: runs against the job service's job runs, queues against conditions.
+
+        Raises:
+            SettingsError: the launcher cannot tell job run states (it has no ``job_run_status``).
+        """
+        job_runs = self.launcher
+        if not callable(getattr(job_runs, "job_run_status", None)):
+            raise SettingsError("the launcher cannot tell job run states (job_run_status)")
+        return Reconciler(
+            catalog=self.catalog,
+            store=self.store,
+            job_runs=job_runs,
+            launcher=self.launcher,
+            run_states=self.run_states,
+            evaluator=self.evaluator,
+            clock=utc_now,
         )
 
 

@@ -240,6 +240,10 @@ class RunStore(Protocol):
         """Runs created but not yet accepted by the job service, oldest first."""
         ...
 
+    def submitted_active_runs(self) -> list[Run]:
+        """Runs the job service accepted that are still queued or running here, oldest first."""
+        ...
+
     def mark_submitted(self, run_id: str, job_run_id: str) -> None:
         """Record the job run id; harmless when repeated.
 
@@ -305,6 +309,30 @@ class Launcher(Protocol):
         Raises:
             SubmissionError: the job could not be started now (throttled); the run is retried.
             SubmissionRejectedError: the job service refused the request as made.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class JobRunStatus:
+    """What the job service says of a job run: its state (EMR Serverless's names) and why, when it ended."""
+
+    state: str
+    details: str = ""
+
+
+class JobServiceUnavailableError(AssetflowError):
+    """The job service is throttling or failing a read; try again later."""
+
+
+class JobRuns(Protocol):
+    """The job service's own view of the job runs: what the reconciliation sweep compares the runs with."""
+
+    def job_run_status(self, job_run_id: str) -> JobRunStatus | None:
+        """The job run's state, or None when the service does not know it.
+
+        Raises:
+            JobServiceUnavailableError: throttled or failing; try again later.
         """
         ...
 
@@ -380,6 +408,9 @@ __all__ = [
     "EventStore",
     "ExtraTooLargeError",
     "ExtrasStore",
+    "JobRunStatus",
+    "JobRuns",
+    "JobServiceUnavailableError",
     "Launcher",
     "ListenerBus",
     "NullBus",

@@ -36,7 +36,7 @@ from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE, EmrS
 from assetflow.core.events import Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.jobcode import build_py_files_zip
-from assetflow.ports import SubmissionError
+from assetflow.ports import JobRunStatus, SubmissionError
 from assetflow.versions import EMR_RELEASE_LABEL
 from assetflow_dev import processes
 from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
@@ -164,6 +164,8 @@ class _Job:
     #: The last state reported (None before the first).
     state: str | None = None
     seen: set[str] = field(default_factory=set)
+    #: The last state's details (a failed job's error lines), as EMR's GetJobRun gives ``stateDetails``.
+    details: str = ""
 
 
 class _StateReports:
@@ -308,6 +310,21 @@ class _LauncherBase(Generic[_JobT]):
             return job.run_id
         return self.emr.run_id_of_job(job_run_id)
 
+    def job_run_status(self, job_run_id: str) -> JobRunStatus | None:
+        """A job run's state as this launcher ran it (EMR's GetJobRun for a job it does not know).
+
+        The reconciliation sweep asks this, as it asks EMR Serverless on AWS: locally the jobs run here, and
+        moto's job runs are SUCCESS from the start whatever Spark does.
+
+        Raises:
+            EmrUnavailableError: EMR Serverless (moto) is throttling or failing; retry later.
+        """
+        with self._lock:
+            job = self._by_job_run.get(job_run_id)
+            if job is not None:
+                return JobRunStatus(state=job.state or "SUBMITTED", details=job.details)
+        return self.emr.job_run_status(job_run_id)
+
     def stats(self) -> dict[str, int]:
         """How many job runs are queued, running, succeeded and failed (cancelled counts as failed)."""
         counts = {"queued": 0, "running": 0, "succeeded": 0, "failed": 0}
@@ -359,6 +376,7 @@ class _LauncherBase(Generic[_JobT]):
             if self._closed:
                 return
             previous, job.state = job.state, state
+            job.details = state_details
             job.seen.add(state)
             event = job_state_event(
                 application_id=self.emr.application_id,

@@ -12,11 +12,17 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from assetflow.core.errors import AssetflowError, StoreUnavailableError
+from assetflow.core.errors import StoreUnavailableError
 from assetflow.core.events import Run, format_timestamp
 from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.pipeline import Pipeline
-from assetflow.ports import OutletMetadataError, SubmissionError, SubmissionRejectedError
+from assetflow.ports import (
+    JobRunStatus,
+    JobServiceUnavailableError,
+    OutletMetadataError,
+    SubmissionError,
+    SubmissionRejectedError,
+)
 from assetflow_job.contract import (
     CONTEXT_ARGUMENT,
     CONTEXT_FILE,
@@ -59,7 +65,7 @@ _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 _MEMO_SIZE = 1024
 
 
-class EmrUnavailableError(AssetflowError):
+class EmrUnavailableError(JobServiceUnavailableError):
     """EMR Serverless is throttling or failing a read; retrying later may succeed."""
 
 
@@ -275,6 +281,24 @@ class EmrServerlessLauncher:
             raise EmrUnavailableError(f"GetJobRun {job_run_id}: {exc}") from exc
         run_id = (job.get("tags") or {}).get(RUN_ID_TAG)
         return str(run_id) if run_id else None
+
+    def job_run_status(self, job_run_id: str) -> JobRunStatus | None:
+        """The job run's state by EMR Serverless (``GetJobRun``), or None when EMR does not know it.
+
+        Raises:
+            EmrUnavailableError: EMR Serverless is throttling or failing; retry later.
+        """
+        try:
+            job = self._emr.get_job_run(applicationId=self.application_id, jobRunId=job_run_id)["jobRun"]
+        except ClientError as exc:
+            if _error_code(exc) == "ResourceNotFoundException":
+                return None
+            if _is_retryable(exc):
+                raise EmrUnavailableError(f"GetJobRun {job_run_id}: {_error_code(exc)}") from exc
+            raise
+        except BotoCoreError as exc:
+            raise EmrUnavailableError(f"GetJobRun {job_run_id}: {exc}") from exc
+        return JobRunStatus(state=str(job.get("state", "")), details=str(job.get("stateDetails") or ""))
 
     def _remember(self, run_id: str, job_run_id: str) -> None:
         self._submitted[run_id] = job_run_id

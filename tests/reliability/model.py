@@ -587,6 +587,11 @@ class FaultPlan:
         self.injected: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
 
+    def add(self, *codes: str) -> None:
+        """Fail the calls after those already planned with ``codes``."""
+        with self._lock:
+            self._codes.extend(codes)
+
     def next_error(self) -> str | None:
         """The code to fail the next call with, or None when the plan is used up."""
         with self._lock:

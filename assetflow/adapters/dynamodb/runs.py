@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -11,6 +12,16 @@ from assetflow.adapters.dynamodb.table import DynamoDbTable, generation_prefix, 
 from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError
 from assetflow.core.events import Run, RunState, format_timestamp, previous_states
 from assetflow.ports import Page
+
+#: Submitted runs still queued or running are listed on gsi3 under ``ACTIVE#<shard>`` (a key only while
+#: they are), spread over this many partitions so that no index partition takes every submission's write.
+ACTIVE_SHARDS = 16
+
+
+def active_partition(run_id: str) -> str:
+    """The gsi3 partition that lists a submitted, still active run (for the reconciliation sweep)."""
+    shard = int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16) % ACTIVE_SHARDS
+    return f"ACTIVE#{shard:02d}"
 
 
 def run_put(table: str, run: Run, partition: str, generation: int, batch: bool) -> dict[str, Any]:
@@ -130,6 +141,23 @@ class DynamoDbRunStore(DynamoDbTable):
         ]
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
 
+    def submitted_active_runs(self) -> list[Run]:
+        """Runs submitted to the job service and still queued or running by the store, oldest first.
+
+        What the reconciliation sweep compares with the job service (a state change it never got leaves a
+        run here). A run that ended after it was listed may still appear once: check its state.
+        """
+        found = [
+            self._run_from_item(item, with_events=False)
+            for shard in range(ACTIVE_SHARDS)
+            for item in self._query(
+                "gsi3",
+                KeyConditionExpression="gsi3pk = :p",
+                ExpressionAttributeValues={":p": str_attr(f"ACTIVE#{shard:02d}")},
+            )
+        ]
+        return sorted(found, key=lambda r: (r.created_at, r.run_id))
+
     def mark_submitted(self, run_id: str, job_run_id: str) -> None:
         """Record EMR Serverless's job run id (and the way back from it); harmless when repeated.
 
@@ -145,11 +173,15 @@ class DynamoDbRunStore(DynamoDbTable):
                         "Update": {
                             "TableName": self.table,
                             "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
-                            "UpdateExpression": "SET job_run_id = :j REMOVE gsi3pk, gsi3sk",
+                            # From the runs waiting for submission to the submitted active ones (gsi3).
+                            "UpdateExpression": "SET job_run_id = :j, gsi3pk = :active",
                             "ConditionExpression": (
                                 "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
                             ),
-                            "ExpressionAttributeValues": {":j": str_attr(job_run_id)},
+                            "ExpressionAttributeValues": {
+                                ":j": str_attr(job_run_id),
+                                ":active": str_attr(active_partition(run_id)),
+                            },
                         }
                     },
                     {

@@ -780,6 +780,38 @@ def _runtime_commands(tree: _Commands) -> None:
     )
 
 
+def cmd_replay_failures(args: argparse.Namespace) -> int:
+    """Hand every failure kept by a destination back to its function (assetflow_dev/operate.py)."""
+    from assetflow_dev.operate import cmd_replay_failures as replay
+
+    return replay(args)
+
+
+def cmd_reconcile_runs(args: argparse.Namespace) -> int:
+    """Run the reconciliation sweep now (assetflow_dev/operate.py)."""
+    from assetflow_dev.operate import cmd_reconcile_runs as reconcile
+
+    return reconcile(args)
+
+
+def _give_up_commands(tree: _Commands) -> None:
+    replay = tree.command(
+        "replay-failures",
+        cmd_replay_failures,
+        "hand failed batches, events and dead letters back to their functions, idempotently "
+        "(docs/runbook-failures.md)",
+    )
+    replay.add_argument("--dry-run", action="store_true", help="list what would be replayed; change nothing")
+    sweep = tree.command(
+        "reconcile-runs",
+        cmd_reconcile_runs,
+        "run the reconciliation sweep now: finish runs whose job ended, fail refused ones, release held queues",
+    )
+    sweep.add_argument(
+        "--dry-run", action="store_true", help="report what the sweep would repair; change nothing"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command."""
     parser = argparse.ArgumentParser(prog="assetflow", description=__doc__)
@@ -787,6 +819,7 @@ def build_parser() -> argparse.ArgumentParser:
     _definition_commands(tree)
     _view_commands(tree)
     _runtime_commands(tree)
+    _give_up_commands(tree)
     return parser
 
 

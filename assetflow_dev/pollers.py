@@ -772,7 +772,9 @@ class StreamPoller(Poller):
                 "approximateArrivalOfLastRecord": _iso_seconds(last.get("ApproximateCreationDateTime")),
                 "batchSize": len(batch),
                 "streamArn": self.stream_arn,
-            }
+            },
+            # As Lambda's S3 on-failure destination writes it: the invocation's event, records and all.
+            "payload": json.dumps({"Records": batch}),
         }
 
     def _give_up(self, shard: _Shard) -> None:
@@ -864,8 +866,10 @@ class KafkaPoller(Poller):
     each partition the handler processed. When the handler raises (or reports failed records), each failed
     partition is sought back to its first failed record and the batch comes again after a short backoff;
     after `retry_attempts` retries (negative: forever), `on_failure` receives Lambda's on-failure record for
-    Kafka and the offsets are committed past the batch. The consumer reconnects by itself after a broker
-    restart; a consumer that cannot be built (the broker is down) is built again on the next poll.
+    Kafka (with the records, as an S3 destination gets them) and only once it took it are the offsets
+    committed past the batch; without `on_failure` the batch is retried for ever, never committed past. The
+    consumer reconnects by itself after a broker restart; a consumer that cannot be built (the broker is
+    down) is built again on the next poll.
     """
 
     def __init__(
@@ -993,7 +997,9 @@ class KafkaPoller(Poller):
                 self._failures[p][1] if self._failures.get(p, (None, 0))[0] == first_failed[p] else 0
                 for p in failing
             )
-            if not 0 <= self.retry_attempts < attempts:
+            # Without an on-failure destination nothing may be given up: the offsets never pass a record that
+            # is neither stored nor quarantined, and the batch is retried until it is.
+            if self.on_failure is None or not 0 <= self.retry_attempts < attempts:
                 for partition, records in failing.items():
                     self._failures[partition] = (records[0].offset, attempts)
                     consumer.seek(partition, records[0].offset)
@@ -1057,7 +1063,10 @@ class KafkaPoller(Poller):
             }
             for p, rs in failing.items()
         }
-        record = _failure_context(context, attempts, error) | {"KafkaBatchInfo": info}
+        record = _failure_context(context, attempts, error) | {
+            "KafkaBatchInfo": info,
+            "payload": json.dumps(event),
+        }
         if self.on_failure is not None:
             try:
                 self.on_failure(record)

@@ -28,6 +28,9 @@ MAX_RECEIVE_COUNT = 3
 VISIBILITY_TIMEOUT_SECONDS = 30
 #: A local MSK cluster ARN: Kafka watchers on the default (MSK) cluster get this one as their event source.
 LOCAL_MSK_ARN = f"arn:aws:kafka:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:cluster/assetflow-local/local-0000-0000"
+#: The functions invoked asynchronously (EventBridge, Scheduler, the sweep's schedule): each has an on-failure
+#: queue, as on AWS.
+ASYNC_FUNCTIONS = ("run-state", "schedule-tick", "reconcile")
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,13 @@ class ResourceNames:
         return f"arn:aws:iam::{LOCAL_ACCOUNT_ID}:role/{self.prefix}-jobs"
 
     def failure_queue(self, function: str) -> str:
-        """The on-failure destination of a stream or Kafka mapping."""
+        """The on-failure queue of an asynchronously invoked function (job state, ticks, the sweep)."""
         return f"{self.prefix}-{function}-failures"
+
+    @property
+    def failures_bucket(self) -> str:
+        """The on-failure destination of the stream and Kafka mappings (failed batches, records and all)."""
+        return f"{self.prefix}-failures"
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,7 @@ class LocalResources:
     queues: Mapping[str, QueueResource] = field(default_factory=dict)
     topics: Mapping[str, TopicResource] = field(default_factory=dict)
     failure_queues: Mapping[str, str] = field(default_factory=dict)
+    failures_bucket: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The resources as `.assetflow/dev.json` lists them."""
@@ -120,6 +129,7 @@ class LocalResources:
             "topics": {w: {"topic": t.topic, "group_id": t.group_id} for w, t in sorted(self.topics.items())},
             "data_dir": str(self.data_dir),
             "path_map": dict(self.path_map),
+            "failures": {"bucket": self.failures_bucket, "queues": dict(sorted(self.failure_queues.items()))},
         }
 
 
@@ -193,9 +203,9 @@ def provision(
             raise ValueError("the catalog has Kafka watchers but no broker was started")
         kafka.create_topics(sorted({t.topic for t in topics.values()}))
     failure_queues = {
-        function: _create_queue(sqs, names.failure_queue(function), {})[0]
-        for function in ("evaluator", "kafka-ingest")
+        function: _create_queue(sqs, names.failure_queue(function), {})[0] for function in ASYNC_FUNCTIONS
     }
+    _create_bucket(s3, names.failures_bucket)
     emr = client("emr-serverless", moto_endpoint)
     application_id = _emr_application(emr, names.application)
     logger.info(
@@ -215,6 +225,7 @@ def provision(
         queues=queues,
         topics=topics,
         failure_queues=failure_queues,
+        failures_bucket=names.failures_bucket,
     )
 
 

@@ -33,6 +33,7 @@ from assetflow.functions import (
     handle_asset_events,
     handle_job_state,
     handle_kafka_records,
+    handle_reconcile,
     handle_schedule_tick,
     handle_sqs_messages,
 )
@@ -40,9 +41,12 @@ from assetflow.loader import load_catalog
 from assetflow_dev.api_server import LocalApiServer
 from assetflow_dev.aws import LOCAL_AWS_ENV, LOCAL_CLIENT_CONFIG, LOCAL_CLIENT_KWARGS, LOCAL_REGION, client
 from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBroker
+from assetflow_dev.failures import AsyncInvocation, S3FailureSink
+from assetflow_dev.invoke_server import LocalInvokeServer
 from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
 from assetflow_dev.pollers import KafkaPoller, SqsPoller, StreamPoller, lambda_context
 from assetflow_dev.resources import LocalResources, ResourceNames, provision
+from assetflow_dev.sweeper import LOCAL_SWEEP_SECONDS, Sweeper
 from assetflow_dev.ticker import ScheduleTicker
 
 logger = logging.getLogger(__name__)
@@ -60,9 +64,12 @@ FUNCTION_MODULES: Mapping[str, ModuleType] = MappingProxyType(
         "evaluator": handle_asset_events,
         "run-state": handle_job_state,
         "schedule-tick": handle_schedule_tick,
+        "reconcile": handle_reconcile,
         "api": handle_api,
     }
 )
+#: What a local function answers to (its Lambda context, its failure records, the local invoke endpoint).
+LOCAL_FUNCTION_PREFIX = "assetflow-local-"
 
 #: boto3's service-specific endpoint variables for the services the runtime emulates.
 _ENDPOINT_VARIABLES: Mapping[str, str] = {
@@ -97,6 +104,8 @@ class RuntimeOptions:
     kafka_port: int | None = None
     api_port: int | None = None
     schedules: bool = True
+    #: Seconds between reconciliation sweeps (0: none, as for tests that drive the sweep themselves).
+    sweep_seconds: float = LOCAL_SWEEP_SECONDS
     names: ResourceNames = field(default_factory=ResourceNames)
     #: Where the functions' JSON logs go (as CloudWatch Logs would hold them); None leaves them on stdout.
     function_log: Path | None = None
@@ -134,6 +143,12 @@ class LocalRuntime:
         self.api: Any = None
         self.pollers: list[Any] = []
         self.ticker: ScheduleTicker | None = None
+        self.sweeper: Sweeper | None = None
+        self.invoke_server: LocalInvokeServer | None = None
+        #: The local functions by their names, as the invoke endpoint serves them (and failures name them).
+        self.functions: dict[str, Callable[..., Any]] = {}
+        #: The asynchronously invoked functions (run-state, schedule-tick, reconcile), as their sources call them.
+        self.async_invocations: dict[str, AsyncInvocation] = {}
         self._function_log: IO[str] | None = None
         self._stopped = threading.Event()
         self._locks: dict[Callable[..., Any], threading.Lock] = {}
@@ -191,7 +206,10 @@ class LocalRuntime:
         self.launcher = self._build_launcher(self.catalog, self.resources, self.dynamodb.endpoint)
         self.deps = deps = self._dependencies(launcher=self.launcher)
         self._warm(deps)
-        self.launcher.report = self._invoker(handlers["run-state"], "run-state", deps, self._job_state)
+        run_state = self._invoker(handlers["run-state"], "run-state", deps, self._job_state)
+        self.functions[f"{LOCAL_FUNCTION_PREFIX}run-state"] = run_state
+        # EventBridge invokes the run-state function asynchronously: Lambda's retries, then its on-failure queue.
+        self.launcher.report = self._asynchronously(run_state, "run-state")
         self._start_pollers(handlers, self.resources, deps)
         self.api = LocalApiServer(
             handler=self._invoker(handlers["api"], "api", deps), token=self.token, port=options.api_port or 0
@@ -203,10 +221,21 @@ class LocalRuntime:
                 for pid, p in self.catalog.pipelines.items()
                 if isinstance(p.schedule, AssetOrTimeSchedule)
             }
-            self.ticker = ScheduleTicker(
-                schedules, self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
-            )
+            tick = self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
+            self.functions[f"{LOCAL_FUNCTION_PREFIX}schedule-tick"] = tick
+            self.ticker = ScheduleTicker(schedules, self._asynchronously(tick, "schedule-tick"))
             self.ticker.start()
+        sweep = self._invoker(handlers["reconcile"], "reconcile", deps)
+        self.functions[f"{LOCAL_FUNCTION_PREFIX}reconcile"] = sweep
+        if options.sweep_seconds:
+            self.sweeper = Sweeper(
+                self._asynchronously(sweep, "reconcile"),
+                interval=options.sweep_seconds,
+                observe=self._observe,
+            )
+            self.sweeper.start()
+        self.invoke_server = LocalInvokeServer(self.functions, token=self.token)
+        self.invoke_server.start()
         self.write_dev_config()
 
     def stop(self) -> None:
@@ -217,6 +246,10 @@ class LocalRuntime:
         with contextlib.suppress(FileNotFoundError):
             self.dev_config_path.unlink()
         steps: list[tuple[str, Callable[[], None]]] = []
+        if self.invoke_server is not None:
+            steps.append(("invoke server", self.invoke_server.stop))
+        if self.sweeper is not None:
+            steps.append(("sweeper", self.sweeper.stop))
         if self.ticker is not None:
             steps.append(("ticker", self.ticker.stop))
         if self.api is not None:
@@ -268,6 +301,9 @@ class LocalRuntime:
         }
         if self.kafka is not None:
             endpoints["kafka"] = self.kafka.bootstrap_servers
+        if self.invoke_server is not None:
+            # Lambda's Invoke API for the local functions (sign with the token as the access key id).
+            endpoints["lambda"] = self.invoke_server.url
         return endpoints
 
     def dev_config(self) -> dict[str, Any]:
@@ -286,6 +322,9 @@ class LocalRuntime:
         }
         if self.resources is not None:
             document |= self.resources.to_json()
+        document["functions"] = {
+            name.removeprefix(LOCAL_FUNCTION_PREFIX): name for name in sorted(self.functions)
+        }
         document["logs"] = str(self.work_dir / "logs")
         return document
 
@@ -346,7 +385,16 @@ class LocalRuntime:
     @staticmethod
     def _warm(deps: Dependencies) -> None:
         # Build the cached parts before threads share them (a cached_property is not built under a lock).
-        for part in ("catalog", "store", "bus", "launcher", "evaluator", "run_states", "extras"):
+        for part in (
+            "catalog",
+            "store",
+            "bus",
+            "launcher",
+            "evaluator",
+            "run_states",
+            "extras",
+            "reconciler",
+        ):
             getattr(deps, part, None)
 
     def _build_launcher(self, catalog: Catalog, r: LocalResources, dynamodb_endpoint: str) -> Any:
@@ -411,14 +459,27 @@ class LocalRuntime:
                 + (f" ({detail.get('stateDetails')})" if detail.get("stateDetails") else "")
             )
 
-    def _failure_sink(self, url: str, function: str) -> Callable[[dict[str, Any]], None]:
-        sqs = self.client("sqs")
+    def _failure_sink(self, mapping: str) -> Callable[[dict[str, Any]], None]:
+        """The failures bucket, as a stream or Kafka mapping's on-failure destination (Lambda's S3 layout)."""
+        if self.resources is None:
+            raise LocalRuntimeError("the runtime has no resources yet")
+        return S3FailureSink(
+            self.client("s3"), self.resources.failures_bucket, mapping, observe=self._observe
+        )
 
-        def send(record: dict[str, Any]) -> None:
-            sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record, default=str))
-            self._observe(f"{function}: a batch failed its retries and went to {url.rsplit('/', 1)[-1]}")
-
-        return send
+    def _asynchronously(self, function: Callable[..., Any], name: str) -> AsyncInvocation:
+        """``function`` invoked as Lambda invokes asynchronously: retried twice, then kept in its on-failure queue."""
+        if self.resources is None:
+            raise LocalRuntimeError("the runtime has no resources yet")
+        invocation = AsyncInvocation(
+            function,
+            function_name=f"{LOCAL_FUNCTION_PREFIX}{name}",
+            sqs=self.client("sqs"),
+            queue_url=self.resources.failure_queues[name],
+            observe=self._observe,
+        )
+        self.async_invocations[name] = invocation
+        return invocation
 
     def _start_pollers(
         self, handlers: Mapping[str, Callable[..., Any]], r: LocalResources, evaluator_deps: Dependencies
@@ -427,45 +488,51 @@ class LocalRuntime:
         for watcher, queue in r.queues.items():
             deps = self._dependencies(watcher=watcher)
             deps.messages  # noqa: B018 - a bad schema fails here, at start, rather than per batch
+            ingest = self._invoker(handlers["sqs-ingest"], f"ingest-{watcher}", deps)
+            self.functions[f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}"] = ingest
             self.pollers.append(
                 SqsPoller(
                     name=f"sqs:{watcher}",
                     sqs=sqs,
                     queue_url=queue.url,
                     queue_arn=queue.arn,
-                    handler=self._invoker(handlers["sqs-ingest"], f"ingest-{watcher}", deps),
-                    function_name=f"assetflow-local-ingest-{watcher}",
+                    handler=ingest,
+                    function_name=f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}",
                     batch_size=queue.batch_size,
                 )
             )
         for watcher, topic in r.topics.items():
             deps = self._dependencies(watcher=watcher)
             deps.messages  # noqa: B018
+            ingest = self._invoker(handlers["kafka-ingest"], f"ingest-{watcher}", deps)
+            self.functions[f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}"] = ingest
             self.pollers.append(
                 KafkaPoller(
                     name=f"kafka:{watcher}",
                     bootstrap_servers=self.endpoints()["kafka"],
                     topics=[topic.topic],
                     group_id=topic.group_id,
-                    handler=self._invoker(handlers["kafka-ingest"], f"ingest-{watcher}", deps),
-                    function_name=f"assetflow-local-ingest-{watcher}",
+                    handler=ingest,
+                    function_name=f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}",
                     event_source=topic.event_source,
                     event_source_arn=topic.event_source_arn,
                     batch_size=topic.batch_size,
-                    on_failure=self._failure_sink(r.failure_queues["kafka-ingest"], "kafka-ingest"),
+                    on_failure=self._failure_sink(f"ingest-{watcher}"),
                     # The runtime creates its topics empty, so reading from their start is reading from
                     # when the mapping was created, which is what LATEST means on AWS.
                     starting_position="TRIM_HORIZON",
                 )
             )
+        evaluator = self._invoker(handlers["evaluator"], "evaluator", evaluator_deps)
+        self.functions[f"{LOCAL_FUNCTION_PREFIX}evaluator"] = evaluator
         self.pollers.append(
             StreamPoller(
                 name="stream:evaluator",
                 streams=self.client("dynamodbstreams"),
                 stream_arn=r.stream_arn,
-                handler=self._invoker(handlers["evaluator"], "evaluator", evaluator_deps),
-                function_name="assetflow-local-evaluator",
-                on_failure=self._failure_sink(r.failure_queues["evaluator"], "evaluator"),
+                handler=evaluator,
+                function_name=f"{LOCAL_FUNCTION_PREFIX}evaluator",
+                on_failure=self._failure_sink("evaluator"),
             )
         )
         for poller in self.pollers:

@@ -1,4 +1,4 @@
-"""Alarms: dead letters anywhere, quarantined messages, evaluator errors and a lagging stream."""
+"""Alarms: dead letters and failed batches, quarantine, evaluator errors, a lagging stream, the sweep's repairs."""
 
 from __future__ import annotations
 
@@ -82,6 +82,47 @@ class Alarms(Construct):
             threshold=1,
             description=f"{what} failed; failing stream batches are bisected and retried, then dead-lettered",
         )
+
+    def failed_batches(self, construct_id: str, mapping_id: str, *, what: str) -> cloudwatch.Alarm:
+        """Alarm as soon as an event-source mapping sends a batch to its on-failure destination."""
+        metric = cloudwatch.Metric(
+            namespace="AWS/Lambda",
+            metric_name="OnFailureDestinationDeliveredEventCount",
+            dimensions_map={"EventSourceMappingUUID": mapping_id},
+            statistic="Sum",
+            period=_PERIOD,
+        )
+        return self._add(
+            construct_id,
+            metric=metric,
+            threshold=1,
+            description=f"Records of {what} failed their retries and went to the failures bucket: "
+            "see docs/runbook-failures.md (`assetflow replay-failures`)",
+        )
+
+    def destination_failures(
+        self, construct_id: str, function: lambda_.IFunction, *, what: str
+    ) -> cloudwatch.Alarm:
+        """Alarm when Lambda could not deliver a failed batch or invocation to its destination (it is lost)."""
+        return self._add(
+            construct_id,
+            metric=function.metric("DestinationDeliveryFailures", period=_PERIOD, statistic="Sum"),
+            threshold=1,
+            description=f"{what} could not put a failed batch or event in its on-failure destination",
+        )
+
+    def sweep(
+        self, construct_id: str, *, service: str, metric_name: str, description: str
+    ) -> cloudwatch.Alarm:
+        """Alarm on a metric of the reconciliation sweep (what it repaired, or its own failures)."""
+        metric = cloudwatch.Metric(
+            namespace=QUARANTINE_NAMESPACE,
+            metric_name=metric_name,
+            dimensions_map={"service": service},
+            statistic="Sum",
+            period=_PERIOD,
+        )
+        return self._add(construct_id, metric=metric, threshold=1, description=description)
 
     def iterator_age(
         self, construct_id: str, function: lambda_.IFunction, *, limit: Duration

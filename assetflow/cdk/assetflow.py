@@ -23,10 +23,12 @@ from assetflow.cdk.bundle import (
 from assetflow.cdk.config import EnvironmentConfig
 from assetflow.cdk.evaluator import Evaluator
 from assetflow.cdk.event_store import EventStore
+from assetflow.cdk.failures import FailureStore, keep_async_failures
 from assetflow.cdk.functions import FunctionDefaults, ServiceFunction, powertools_layer_arn
 from assetflow.cdk.grants import grant_objects, grant_table_data
-from assetflow.cdk.ingest import Ingest, watcher_id
+from assetflow.cdk.ingest import Ingest, grant_extras_writes, watcher_id
 from assetflow.cdk.nag import acknowledge, wildcard_resource
+from assetflow.cdk.reconcile import Reconciliation
 from assetflow.cdk.runs import CODE_PREFIX, RUNS_PREFIX, RunsBucket, RunStateRule, SparkApplication
 from assetflow.cdk.schedules import TimeSchedules
 from assetflow.core.catalog import Catalog
@@ -34,6 +36,7 @@ from assetflow.core.catalog import Catalog
 #: Where Lambda unpacks the code asset.
 LAMBDA_TASK_ROOT = "/var/task"
 INGEST_SERVICE = "assetflow-ingest"
+RECONCILE_SERVICE = "assetflow-reconcile"
 
 
 class AssetflowService(Construct):
@@ -103,6 +106,9 @@ class AssetflowService(Construct):
             description="assetflow listener events: asset created, alias created, asset changed, event emitted",
         )
         self.runs = RunsBucket(self, "Runs", key=self.key, config=self.config)
+        self.failures = FailureStore(
+            self, "Failures", key=self.key, config=self.config, access_logs=self.runs.access_logs
+        )
         self.spark = SparkApplication(
             self, "Spark", config=self.config, runs=self.runs, table=self.event_store.table, job_code=job_code
         )
@@ -144,6 +150,7 @@ class AssetflowService(Construct):
             key=self.key,
             service=self.ingest_service_name,
             extras_bucket=self.runs.bucket,
+            kafka_failures=self.failures.for_mapping(),
         )
         self.evaluator = Evaluator(
             self,
@@ -151,8 +158,8 @@ class AssetflowService(Construct):
             table=self.event_store.table,
             config=self.config,
             defaults=defaults,
-            key=self.key,
             service="assetflow-evaluator",
+            on_failure=self.failures.for_mapping(),
         )
         self.run_state = RunStateRule(
             self,
@@ -172,6 +179,18 @@ class AssetflowService(Construct):
             key=self.key,
             service="assetflow-schedule-tick",
         )
+        # Job state changes and ticks come asynchronously: after Lambda's retries they go to the queues that
+        # EventBridge and Scheduler already dead-letter into, with the event.
+        keep_async_failures(self.run_state.handler, self.run_state.dlq, config=self.config)
+        keep_async_failures(self.schedules.handler, self.schedules.dlq, config=self.config)
+        self.reconciliation = Reconciliation(
+            self,
+            "Reconciliation",
+            config=self.config,
+            defaults=defaults,
+            key=self.key,
+            service=RECONCILE_SERVICE,
+        )
         self.api = OperatorApi(
             self,
             "Api",
@@ -189,6 +208,7 @@ class AssetflowService(Construct):
             self.evaluator.handler,
             self.run_state.handler,
             self.schedules.handler,
+            self.reconciliation.handler,
             self.api.handler,
         ]
 
@@ -200,12 +220,22 @@ class AssetflowService(Construct):
         table = self.event_store.table
         for function in self.functions:
             grant_table_data(table, function.role)
-        # Listener events come from the evaluator (asset and alias events) and run state (outlets) only.
-        for function in (self.evaluator.handler, self.run_state.handler):
+        # Listener events come from the evaluator (asset and alias events) and run state (outlets) only, and
+        # from the sweep when it finishes a run whose state change was lost.
+        for function in (self.evaluator.handler, self.run_state.handler, self.reconciliation.handler):
             self.event_bus.grant_put_events_to(function.role)
-        # Runs start from the evaluator, from run state (a pipeline held at max_active_runs) and from ticks.
-        for function in (self.evaluator.handler, self.run_state.handler, self.schedules.handler):
+        # Runs start from the evaluator, from run state (a pipeline held at max_active_runs), from ticks and from
+        # the sweep.
+        for function in (
+            self.evaluator.handler,
+            self.run_state.handler,
+            self.schedules.handler,
+            self.reconciliation.handler,
+        ):
             self._grant_start_runs(function.role)
+        # A successful run's outlet extras over the inline limit are kept by reference, as ingest's are.
+        for function in (self.run_state.handler, self.reconciliation.handler):
+            grant_extras_writes(self.runs.bucket, function)
 
     def _grant_start_runs(self, role: iam.IRole) -> None:
         role.add_to_principal_policy(
@@ -257,14 +287,59 @@ class AssetflowService(Construct):
                     ingest.dlq,
                     what=f"watcher {ingest.watcher} ({ingest.kind})",
                 )
-        self.alarms.dead_letters(
-            "DeadLettersEvaluator", self.evaluator.dlq, what="the evaluator's stream mapping"
+        self.alarms.failed_batches(
+            "FailedBatchesEvaluator", mapping_id(self.evaluator.handler), what="the evaluator's stream"
         )
-        self.alarms.dead_letters("DeadLettersRunState", self.run_state.dlq, what="the job-state rule")
-        self.alarms.dead_letters("DeadLettersSchedules", self.schedules.dlq, what="the time schedules")
+        for ingest in self.ingest.watchers:
+            if ingest.kind == "kafka" and ingest.dlq is None:
+                self.alarms.failed_batches(
+                    f"FailedBatches{self.watcher_output_id(ingest.watcher)}",
+                    mapping_id(ingest.function),
+                    what=f"watcher {ingest.watcher} ({ingest.kind})",
+                )
+        self.alarms.dead_letters(
+            "DeadLettersRunState", self.run_state.dlq, what="the job-state rule and function"
+        )
+        self.alarms.dead_letters(
+            "DeadLettersSchedules", self.schedules.dlq, what="the time schedules and ticks"
+        )
+        self.alarms.dead_letters(
+            "DeadLettersReconcile", self.reconciliation.failures, what="the reconciliation sweep"
+        )
+        for function in self.functions:
+            if function is not self.api.handler:
+                name = function.node.scope.node.id if function.node.scope else function.node.id
+                self.alarms.destination_failures(
+                    f"DestinationFailures{name}", function.function, what=function.function.function_name
+                )
+        self.alarms.sweep(
+            "SweepRepairs",
+            service=RECONCILE_SERVICE,
+            metric_name="RunsRepaired",
+            description="The reconciliation sweep repaired runs (lost state changes, refused submissions, "
+            "missed releases): see its logs and docs/runbook-failures.md",
+        )
+        self.alarms.sweep(
+            "SweepErrors",
+            service=RECONCILE_SERVICE,
+            metric_name="SweepErrors",
+            description="The reconciliation sweep failed on some runs or pipelines: see its logs",
+        )
         if self.ingest.watchers:
             self.alarms.quarantined_messages("QuarantinedMessages", service=self.ingest_service_name)
         self.alarms.function_errors("EvaluatorErrors", self.evaluator.handler.function, what="The evaluator")
         self.alarms.iterator_age(
             "EvaluatorIteratorAge", self.evaluator.handler.function, limit=self.config.iterator_age_alarm
         )
+
+
+def mapping_id(function: ServiceFunction) -> str:
+    """The id (UUID) of a function's one event-source mapping (its ``Ref``), which its metrics are keyed by.
+
+    Raises:
+        ValueError: the function has no event-source mapping, or more than one.
+    """
+    found = [c for c in function.function.node.find_all() if isinstance(c, lambda_.CfnEventSourceMapping)]
+    if len(found) != 1:
+        raise ValueError(f"{function.node.path} has {len(found)} event-source mappings, not one")
+    return found[0].ref

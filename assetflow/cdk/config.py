@@ -146,6 +146,13 @@ class EnvironmentConfig:
     data_read_locations: tuple[str, ...] = ()
     data_write_locations: tuple[str, ...] = ()
     runs_retention: Duration = field(default_factory=lambda: Duration.days(90))
+    # Give-ups: failed batches and invocations kept for `assetflow replay-failures` (within the 15-day dedupe
+    # window, so that a replay is still recognised), Lambda's retries of asynchronous invocations
+    failure_retention: Duration = field(default_factory=lambda: Duration.days(14))
+    async_retry_attempts: int = 2
+    async_max_event_age: Duration = field(default_factory=lambda: Duration.hours(6))
+    # The reconciliation sweep
+    reconcile_interval: Duration = field(default_factory=lambda: Duration.minutes(5))
     # Alarms
     alarm_topic_arn: str | None = None
     iterator_age_alarm: Duration = field(default_factory=lambda: Duration.minutes(5))
@@ -159,6 +166,11 @@ class EnvironmentConfig:
                 )
         if self.max_receive_count < 1:
             raise ConfigError(f"{self.name}: max_receive_count must be at least 1")
+        if self.failure_retention.to_days() > 14:
+            raise ConfigError(
+                f"{self.name}: failure_retention must be at most 14 days: a replay must come while the 15-day "
+                "dedupe records of what the failed batch did store still exist"
+            )
 
     @property
     def destroy_on_delete(self) -> bool:

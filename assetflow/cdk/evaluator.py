@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
@@ -14,8 +13,7 @@ from constructs import Construct
 from assetflow.cdk.config import EnvironmentConfig
 from assetflow.cdk.event_store import EVENT_SORT_KEY_PREFIX, SORT_KEY
 from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
-from assetflow.cdk.nag import acknowledge, acknowledge_dlq_sender
-from assetflow.cdk.queues import dead_letter_queue
+from assetflow.cdk.nag import acknowledge
 
 EVALUATOR_HANDLER = "assetflow.functions.handle_asset_events"
 
@@ -34,10 +32,11 @@ def new_asset_events_filter() -> Mapping[str, Any]:
 
 
 class Evaluator(Construct):
-    """The stream-driven evaluator with bisect-on-error, bounded retries and an on-failure DLQ.
+    """The stream-driven evaluator with bisect-on-error, bounded retries and an on-failure destination.
 
     A batch that keeps failing is split until the failing record is alone; after the retries or the record
-    age run out its metadata goes to ``dlq`` (the record itself stays in the stream for 24 hours).
+    age run out it goes to ``on_failure`` (the failures bucket: the invocation record with the records
+    themselves, replayable after the stream's 24 hours).
     """
 
     def __init__(
@@ -48,8 +47,8 @@ class Evaluator(Construct):
         table: dynamodb.ITable,
         config: EnvironmentConfig,
         defaults: FunctionDefaults,
-        key: kms.IKey,
         service: str,
+        on_failure: lambda_.IEventSourceDlq,
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = ServiceFunction(
@@ -62,24 +61,21 @@ class Evaluator(Construct):
             timeout=config.evaluator_timeout,
             memory_mb=config.evaluator_memory_mb,
         )
-        self.dlq = dead_letter_queue(
-            self, "DeadLetters", key=key, retention=config.dlq_retention, removal_policy=config.removal_policy
+        self.source = sources.DynamoEventSource(
+            table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=config.stream_batch_size,
+            parallelization_factor=config.stream_parallelization_factor,
+            bisect_batch_on_error=True,
+            retry_attempts=config.stream_retry_attempts,
+            max_record_age=config.stream_max_record_age,
+            report_batch_item_failures=True,
+            on_failure=on_failure,
+            filters=[new_asset_events_filter()],
+            # OnFailureDestinationDeliveredEventCount, which the failed-batches alarm watches.
+            metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
         )
-        self.handler.function.add_event_source(
-            sources.DynamoEventSource(
-                table,
-                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                batch_size=config.stream_batch_size,
-                parallelization_factor=config.stream_parallelization_factor,
-                bisect_batch_on_error=True,
-                retry_attempts=config.stream_retry_attempts,
-                max_record_age=config.stream_max_record_age,
-                report_batch_item_failures=True,
-                on_failure=sources.SqsDlq(self.dlq),
-                filters=[new_asset_events_filter()],
-            )
-        )
-        acknowledge_dlq_sender(self.handler)
+        self.handler.function.add_event_source(self.source)
         acknowledge(
             self.handler,
             "AwsSolutions-IAM5[Resource::*]",

@@ -71,8 +71,10 @@ class Ingest(Construct):
         key: kms.IKey,
         service: str,
         extras_bucket: s3.IBucket | None = None,
+        kafka_failures: lambda_.IEventSourceDlq | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._kafka_failures = kafka_failures
         self._config = config
         self._defaults = defaults
         self._key = key
@@ -177,13 +179,21 @@ class Ingest(Construct):
         config = self._config
         cluster = self._cluster(name, source)
         ingest = self._function(scope, name, KAFKA_HANDLER, "kafka")
-        dlq = dead_letter_queue(
-            scope,
-            "DeadLetters",
-            key=self._key,
-            retention=config.dlq_retention,
-            removal_policy=config.removal_policy,
-        )
+        # A batch that keeps failing goes, records and all, to the failures bucket (an SQS destination would get
+        # its offsets only); without one, an SQS queue of its own (the offsets, to read back from the topic).
+        dlq: sqs.Queue | None = None
+        on_failure: lambda_.IEventSourceDlq
+        if self._kafka_failures is not None:
+            on_failure = self._kafka_failures
+        else:
+            dlq = dead_letter_queue(
+                scope,
+                "DeadLetters",
+                key=self._key,
+                retention=config.dlq_retention,
+                removal_policy=config.removal_policy,
+            )
+            on_failure = sources.SqsDlq(dlq)
         # Lambda's default group id is the mapping's UUID, unknown here; a fixed one lets IAM name the group.
         group_id = source.consumer_group_id or f"{Stack.of(self).stack_name}.{name}"
         secret = (
@@ -197,7 +207,8 @@ class Ingest(Construct):
             "batch_size": source.batch_size,
             "consumer_group_id": group_id,
             "secret": secret,
-            "on_failure": sources.SqsDlq(dlq),
+            "on_failure": on_failure,
+            "metrics_config": lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
             "bisect_batch_on_error": True,
             "retry_attempts": config.kafka.retry_attempts,
             "max_record_age": config.kafka.max_record_age,
@@ -229,7 +240,8 @@ class Ingest(Construct):
                 **common,
             )
         ingest.function.add_event_source(event_source)
-        acknowledge_dlq_sender(ingest)
+        if dlq is not None:
+            acknowledge_dlq_sender(ingest)
         return WatcherIngest(watcher=name, kind="kafka", function=ingest, queue=None, dlq=dlq)
 
     def _vpc_access(

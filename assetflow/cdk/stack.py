@@ -22,6 +22,13 @@ OUTPUT_REGION = "Region"
 OUTPUT_QUEUE_URLS = "QueueUrls"
 #: Followed by the watcher's id (``sensor-readings`` → ``QueueUrlSensorReadings``).
 OUTPUT_QUEUE_URL_PREFIX = "QueueUrl"
+#: What ``assetflow replay-failures --env`` and ``assetflow reconcile-runs --env`` read: the functions' names
+#: (by the runtime's names for them), the failures bucket, the on-failure queues (by function) and the
+#: watchers' dead-letter queues (by watcher).
+OUTPUT_FUNCTION_NAMES = "FunctionNames"
+OUTPUT_FAILURES_BUCKET = "FailuresBucket"
+OUTPUT_FAILURE_QUEUES = "FailureQueueUrls"
+OUTPUT_DEAD_LETTER_QUEUES = "DeadLetterQueueUrls"
 
 
 class AssetflowStack(Stack):
@@ -69,6 +76,36 @@ class AssetflowStack(Stack):
         for watcher, url in queues.items():
             key = f"{OUTPUT_QUEUE_URL_PREFIX}{service.watcher_output_id(watcher)}"
             self._output(key, url, f"SQS queue URL of watcher {watcher}")
+        functions = {
+            "evaluator": service.evaluator.handler.function.function_name,
+            "run-state": service.run_state.handler.function.function_name,
+            "schedule-tick": service.schedules.handler.function.function_name,
+            "reconcile": service.reconciliation.handler.function.function_name,
+            "api": service.api.handler.function.function_name,
+            **{f"ingest-{w.watcher}": w.function.function.function_name for w in service.ingest.watchers},
+        }
+        self._output(OUTPUT_FUNCTION_NAMES, self.to_json_string(functions), "Function names, by role")
+        self._output(
+            OUTPUT_FAILURES_BUCKET,
+            service.failures.bucket.bucket_name,
+            "Failed stream and Kafka batches, with their records (assetflow replay-failures)",
+        )
+        failure_queues = {
+            "run-state": service.run_state.dlq.queue_url,
+            "schedule-tick": service.schedules.dlq.queue_url,
+            "reconcile": service.reconciliation.failures.queue_url,
+        }
+        self._output(
+            OUTPUT_FAILURE_QUEUES,
+            self.to_json_string(failure_queues),
+            "Events of asynchronous invocations that failed their retries, by function",
+        )
+        dead_letters = {w.watcher: w.dlq.queue_url for w in service.ingest.watchers if w.dlq is not None}
+        self._output(
+            OUTPUT_DEAD_LETTER_QUEUES,
+            self.to_json_string(dead_letters),
+            "Dead-letter queue URL of each watcher's SQS queue, by watcher name",
+        )
 
     def _output(self, key: str, value: str, description: str) -> None:
         output = CfnOutput(self, key, value=value, description=description)

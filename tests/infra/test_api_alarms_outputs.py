@@ -62,7 +62,7 @@ def _alarms(env: Synthesised) -> list[dict]:
 def test_every_dead_letter_queue_has_a_depth_alarm(env: Synthesised) -> None:
     service = env.stack.service
     dlqs = [w.dlq for w in service.ingest.watchers if w.dlq is not None]
-    dlqs += [service.evaluator.dlq, service.run_state.dlq, service.schedules.dlq]
+    dlqs += [service.run_state.dlq, service.schedules.dlq, service.reconciliation.failures]
     watched = {
         str(d["Value"])
         for a in _alarms(env)

@@ -72,7 +72,9 @@ def _evaluator_mapping(env: Synthesised) -> dict:
     return mapping
 
 
-def test_evaluator_reads_the_stream_with_bisect_bounded_retries_and_a_dlq(env: Synthesised) -> None:
+def test_evaluator_reads_the_stream_with_bisect_bounded_retries_and_a_failure_destination(
+    env: Synthesised,
+) -> None:
     mapping = _evaluator_mapping(env)
     assert mapping["EventSourceArn"] == {
         "Fn::GetAtt": [env.logical_id(env.stack.service.event_store.table), "StreamArn"]
@@ -83,7 +85,7 @@ def test_evaluator_reads_the_stream_with_bisect_bounded_retries_and_a_dlq(env: S
     assert mapping["MaximumRecordAgeInSeconds"] == env.config.stream_max_record_age.to_seconds()
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {
-        "Fn::GetAtt": [env.logical_id(env.stack.service.evaluator.dlq), "Arn"]
+        "Fn::GetAtt": [env.logical_id(env.stack.service.failures.bucket), "Arn"]
     }
 
 

@@ -88,8 +88,9 @@ def test_kafka_mappings_bisect_retry_expire_and_dead_letter(env: Synthesised) ->
         assert mapping["MaximumRetryAttempts"] == kafka.retry_attempts
         assert mapping["MaximumRecordAgeInSeconds"] == kafka.max_record_age.to_seconds()
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        # The failed batch itself, records and all, goes to the failures bucket (tests/infra/test_failures.py).
         assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {
-            "Fn::GetAtt": [env.logical_id(ingest.dlq), "Arn"]
+            "Fn::GetAtt": [env.logical_id(env.stack.service.failures.bucket), "Arn"]
         }
         # Lambda honours the retry settings of Kafka mappings in provisioned mode only.
         assert mapping["ProvisionedPollerConfig"] == {

@@ -106,7 +106,12 @@ def test_start_job_run_is_scoped_to_the_application_and_pass_role_to_the_job_rol
     service = env.stack.service
     application_arn = {"Fn::GetAtt": [env.logical_id(service.spark.application), "Arn"]}
     job_role_arn = {"Fn::GetAtt": [env.logical_id(service.spark.job_role), "Arn"]}
-    starters = {service.evaluator.handler, service.run_state.handler, service.schedules.handler}
+    starters = {
+        service.evaluator.handler,
+        service.run_state.handler,
+        service.schedules.handler,
+        service.reconciliation.handler,
+    }
     for function in service.functions:
         statements = _statements(env, function.role)
         starts = [s for s in statements if "emr-serverless:StartJobRun" in _actions(s)]
@@ -121,12 +126,12 @@ def test_start_job_run_is_scoped_to_the_application_and_pass_role_to_the_job_rol
         }
 
 
-def test_put_events_on_the_listener_bus_only_for_evaluator_and_run_state(env: Synthesised) -> None:
+def test_put_events_on_the_listener_bus_only_for_evaluator_run_state_and_the_sweep(env: Synthesised) -> None:
     service = env.stack.service
     bus_arn = {"Fn::GetAtt": [env.logical_id(service.event_bus), "Arn"]}
     for function in service.functions:
         puts = [s for s in _statements(env, function.role) if "events:PutEvents" in _actions(s)]
-        if function in (service.evaluator.handler, service.run_state.handler):
+        if function in (service.evaluator.handler, service.run_state.handler, service.reconciliation.handler):
             assert [s["Resource"] for s in puts] == [bus_arn]
         else:
             assert not puts, function.node.path

@@ -378,7 +378,7 @@ def test_kafka_mappings_read_their_topics_over_tls_only(env: Synthesised) -> Non
 
     What the template cannot show (the cluster's own client-broker encryption setting, a broker certificate
     signed by a CA Lambda trusts) belongs to the cluster's owner. At rest, the records stay in the cluster;
-    what a mapping writes itself goes to its on-failure queue, which
+    what a mapping writes itself goes to its on-failure destination (the failures bucket), which
     ``test_queues_table_and_buckets_are_encrypted_at_rest`` checks.
     """
     mappings = _kafka_mappings(env.resources)
@@ -389,7 +389,8 @@ def test_kafka_mappings_read_their_topics_over_tls_only(env: Synthesised) -> Non
     TALLY["kafka"] += len(mappings)
     for mapping in mappings.values():
         destination = mapping["DestinationConfig"]["OnFailure"]["Destination"]
-        assert env.resources[_ref(destination)]["Type"] == "AWS::SQS::Queue"
+        # The failures bucket (KMS, TLS-only: checked with the other buckets) keeps the failed records.
+        assert env.resources[_ref(destination)]["Type"] == "AWS::S3::Bucket"
 
 
 def test_the_kafka_tls_check_refuses_plaintext_mappings(env: Synthesised) -> None:

@@ -72,4 +72,6 @@ def test_provision_creates_what_the_stack_would(
     assert json.loads(resources.catalog_path.read_text())["pipelines"]
     assert set(resources.path_map) == {"s3://assetflow-demo"}
     assert Path(resources.path_map["s3://assetflow-demo"]).is_dir()
-    assert set(resources.failure_queues) == {"evaluator", "kafka-ingest"}
+    # where give-ups go: a queue per asynchronously invoked function, a bucket for failed stream/Kafka batches
+    assert set(resources.failure_queues) == {"run-state", "schedule-tick", "reconcile"}
+    assert resources.failures_bucket in {b["Name"] for b in s3_client.list_buckets()["Buckets"]}

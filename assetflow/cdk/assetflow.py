@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from assetflow.cdk import table_access
 from assetflow.cdk.alarms import QUARANTINE_NAMESPACE, Alarms
 from assetflow.cdk.api import OperatorApi
 from assetflow.cdk.bundle import (
@@ -25,13 +26,15 @@ from assetflow.cdk.evaluator import Evaluator
 from assetflow.cdk.event_store import EventStore
 from assetflow.cdk.failures import FailureStore, keep_async_failures
 from assetflow.cdk.functions import FunctionDefaults, ServiceFunction, powertools_layer_arn
-from assetflow.cdk.grants import grant_objects, grant_table_data
-from assetflow.cdk.ingest import Ingest, grant_extras_writes, watcher_id
+from assetflow.cdk.grants import grant_objects
+from assetflow.cdk.ingest import Ingest, WatcherIngest, grant_extras_writes, watcher_id
 from assetflow.cdk.nag import acknowledge, wildcard_resource
 from assetflow.cdk.reconcile import Reconciliation
 from assetflow.cdk.runs import CODE_PREFIX, RUNS_PREFIX, RunsBucket, RunStateRule, SparkApplication
 from assetflow.cdk.schedules import TimeSchedules
+from assetflow.cdk.table_access import grant_table_access
 from assetflow.core.catalog import Catalog
+from assetflow.core.conditions import Asset
 
 #: Where Lambda unpacks the code asset.
 LAMBDA_TASK_ROOT = "/var/task"
@@ -110,7 +113,13 @@ class AssetflowService(Construct):
             self, "Failures", key=self.key, config=self.config, access_logs=self.runs.access_logs
         )
         self.spark = SparkApplication(
-            self, "Spark", config=self.config, runs=self.runs, table=self.event_store.table, job_code=job_code
+            self,
+            "Spark",
+            config=self.config,
+            runs=self.runs,
+            table=self.event_store.table,
+            job_code=job_code,
+            inlet_uris=declared_inlets(self.catalog),
         )
 
     def _function_defaults(self, bundle: LambdaBundle) -> FunctionDefaults:
@@ -218,8 +227,17 @@ class AssetflowService(Construct):
 
     def _grant(self) -> None:
         table = self.event_store.table
-        for function in self.functions:
-            grant_table_data(table, function.role)
+        # Each function only the table actions and partitions it uses (assetflow/cdk/table_access.py).
+        for ingest in self.ingest.watchers:
+            grant_table_access(table, ingest.function.role, self._ingest_access(ingest))
+        for function, access in (
+            (self.evaluator.handler, table_access.EVALUATOR),
+            (self.run_state.handler, table_access.RUN_STATE),
+            (self.schedules.handler, table_access.TICK),
+            (self.reconciliation.handler, table_access.RECONCILE),
+            (self.api.handler, table_access.API),
+        ):
+            grant_table_access(table, function.role, access)
         # Listener events come from the evaluator (asset and alias events) and run state (outlets) only, and
         # from the sweep when it finishes a run whose state change was lost.
         for function in (self.evaluator.handler, self.run_state.handler, self.reconciliation.handler):
@@ -236,6 +254,13 @@ class AssetflowService(Construct):
         # A successful run's outlet extras over the inline limit are kept by reference, as ingest's are.
         for function in (self.run_state.handler, self.reconciliation.handler):
             grant_extras_writes(self.runs.bucket, function)
+
+    def _ingest_access(self, ingest: WatcherIngest) -> table_access.TableAccess:
+        """A watcher's ingest: its asset's events, and the dedupe records of its own source's identities."""
+        _, uri = self.catalog.watchers[ingest.watcher]
+        # SQS identities are ``sqs:<the queue's ARN>:<message id>``, Kafka's ``kafka:...`` (adapters/messages.py).
+        prefixes = [f"sqs:{ingest.queue.queue_arn}:"] if ingest.queue is not None else ["kafka:"]
+        return table_access.ingest(uri, prefixes)
 
     def _grant_start_runs(self, role: iam.IRole) -> None:
         role.add_to_principal_policy(
@@ -343,3 +368,22 @@ def mapping_id(function: ServiceFunction) -> str:
     if len(found) != 1:
         raise ValueError(f"{function.node.path} has {len(found)} event-source mappings, not one")
     return found[0].ref
+
+
+#: Inlet URIs longer than this in all (the job role's inline policy holds about 10 KB) let jobs read every
+#: asset's events instead.
+_MAX_INLET_POLICY_CHARS = 4000
+
+
+def declared_inlets(catalog: Catalog) -> list[str] | None:
+    """The asset inlets of every pipeline, whose events jobs may read (None: every asset's).
+
+    None when a pipeline has an alias inlet (resolved at run time) or the URIs are too long for the policy.
+    """
+    uris: set[str] = set()
+    for pipeline in catalog.pipelines.values():
+        for inlet in pipeline.inlets:
+            if not isinstance(inlet, Asset):
+                return None
+            uris.add(inlet.uri)
+    return sorted(uris) if sum(len(u) for u in uris) <= _MAX_INLET_POLICY_CHARS else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import Duration, Stack
@@ -18,11 +19,13 @@ from constructs import Construct
 
 from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE
 from assetflow.adapters.extras import EXTRAS_PREFIX
+from assetflow.cdk import table_access
 from assetflow.cdk.config import EnvironmentConfig, split_location
 from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
-from assetflow.cdk.grants import grant_objects, grant_table_data
+from assetflow.cdk.grants import grant_objects
 from assetflow.cdk.nag import acknowledge, wildcard_resource
 from assetflow.cdk.queues import dead_letter_queue
+from assetflow.cdk.table_access import grant_table_access
 
 RUN_STATE_HANDLER = "assetflow.functions.handle_job_state"
 #: Run contexts and outlet metadata (read and written by functions and jobs).
@@ -76,7 +79,8 @@ class SparkApplication(Construct):
     """The EMR Serverless Spark application and the job execution role its runs assume.
 
     The role reaches exactly the configured data locations, ``runs/`` (read/write) and ``code/`` (read) of
-    the runs bucket, and the events table (read, for ``inlet_events``).
+    the runs bucket, and the events of ``inlet_uris`` in the table (read, for ``inlet_events``; every asset's
+    when None).
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class SparkApplication(Construct):
         runs: RunsBucket,
         table: dynamodb.ITable,
         job_code: Path | None,
+        inlet_uris: Sequence[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         emr = config.emr
@@ -123,8 +128,8 @@ class SparkApplication(Construct):
         grant_objects(runs.bucket, self.job_role, RUNS_PREFIX, write=True)
         grant_objects(runs.bucket, self.job_role, CODE_PREFIX, write=False)
         grant_objects(runs.bucket, self.job_role, EXTRAS_PREFIX, write=False)
-        # inlet_events reads an asset's events from the table.
-        grant_table_data(table, self.job_role, write=False)
+        # inlet_events reads the events of the pipelines' declared inlets from the table (only theirs).
+        grant_table_access(table, self.job_role, table_access.job(inlet_uris), sid="InletEvents")
         acknowledge(
             self.job_role,
             wildcard_resource(runs.bucket, f"/{RUNS_PREFIX}*"),

@@ -551,3 +551,95 @@ def test_cdk_nag_reports_no_unacknowledged_error(env: Synthesised) -> None:
 def test_cdk_nag_ran(env: Synthesised) -> None:
     # The one deliberate warning proves the validation report was produced by this synth.
     assert any(v["ruleName"] == "Annotation::assetflow:unvendoredDependencies" for v in env.violations)
+
+
+# --- the table: each function its actions and partitions (issue 14) ---------------------------------------
+
+_ITEM_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:Scan",
+}
+
+
+def _table_statements(env: Synthesised, role: Any) -> list[dict[str, Any]]:
+    table = env.logical_id(env.stack.service.event_store.table)
+    role_id = env.logical_id(role)
+    statements = []
+    for resource in env.of_type("AWS::IAM::Policy").values():
+        if {"Ref": role_id} not in resource["Properties"].get("Roles", []):
+            continue
+        for statement in _as_list(resource["Properties"]["PolicyDocument"]["Statement"]):
+            if set(_as_list(statement["Action"])) & _ITEM_ACTIONS and table in json.dumps(
+                statement["Resource"]
+            ):
+                statements.append(statement)
+    return statements
+
+
+def _leading_keys(statement: dict[str, Any]) -> list[str]:
+    return _as_list(
+        statement.get("Condition", {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys", [])
+    )
+
+
+def test_every_table_grant_names_its_partitions_and_only_queue_entries_are_ever_deleted(
+    env: Synthesised,
+) -> None:
+    service = env.stack.service
+    roles = [f.role for f in service.functions] + [service.spark.job_role]
+    for role in roles:
+        statements = _table_statements(env, role)
+        assert statements or role is service.spark.job_role, role.node.path  # jobs without inlets: none
+        for statement in statements:
+            actions = set(_as_list(statement["Action"]))
+            assert not actions & {"dynamodb:Scan", "dynamodb:BatchWriteItem"}, (role.node.path, actions)
+            on_indexes = all("/index/" in json.dumps(r) for r in _as_list(statement["Resource"]))
+            if on_indexes:
+                assert actions == {"dynamodb:Query"}, (role.node.path, statement)
+                assert "*" not in json.dumps(statement["Resource"]), statement  # indexes by name
+                continue
+            keys = _leading_keys(statement)
+            assert keys, f"{role.node.path}: {sorted(actions)} without dynamodb:LeadingKeys"
+            if "dynamodb:DeleteItem" in actions:
+                assert actions == {"dynamodb:DeleteItem"} and keys == ["QUEUE#*"], (role.node.path, statement)
+        TALLY["table grants"] += len(statements)
+
+
+def test_ingest_functions_write_only_their_assets_events_dedupe_and_quarantine_and_delete_nothing(
+    env: Synthesised,
+) -> None:
+    for ingest in env.stack.service.ingest.watchers:
+        _, uri = env.catalog.watchers[ingest.watcher]
+        statements = _table_statements(env, ingest.function.role)
+        actions = {a for s in statements for a in _as_list(s["Action"])}
+        assert "dynamodb:DeleteItem" not in actions and "dynamodb:Query" not in actions, ingest.watcher
+        for statement in statements:
+            for key in _leading_keys(statement):
+                text = json.dumps(key)
+                assert (
+                    key == f"ASSET#{uri}"
+                    or key == "QUARANTINE"
+                    or text.startswith(('"DEDUPE#kafka:', '"DEDUPE#quarantine#kafka:', '{"Fn::Join"'))
+                ), (ingest.watcher, key)
+                if isinstance(key, dict):  # an SQS queue's identities: its own ARN
+                    assert "DEDUPE#" in text and ":*" in text, key
+
+
+def test_jobs_only_read_their_inlets_events(env: Synthesised) -> None:
+    service = env.stack.service
+    statements = _table_statements(env, service.spark.job_role)
+    assert {a for s in statements for a in _as_list(s["Action"])} <= {
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+    }
+    inlets = {i.uri for p in env.catalog.pipelines.values() for i in p.inlets}
+    for statement in statements:
+        assert {k.removeprefix("ASSET#") for k in _leading_keys(statement)} <= inlets | {"*"}

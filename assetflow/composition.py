@@ -54,6 +54,8 @@ class Settings:
     path_map: Mapping[str, str] | None = None
     #: The watcher an ingest function serves (the stack deploys one per watcher; its queue's name is generated).
     watcher_name: str | None = None
+    #: The KMS HMAC key of per-run secrets (where a run's outlet metadata goes); None: the plain layout.
+    run_token_key: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -84,6 +86,7 @@ class Settings:
             region=environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"),
             path_map=path_map,
             watcher_name=environ.get("WATCHER_NAME") or None,
+            run_token_key=environ.get("RUN_TOKEN_KEY") or None,
         )
 
 
@@ -147,6 +150,15 @@ class Dependencies:
         return EventBridgeBus(self.client("events"), self.settings.event_bus_name)
 
     @cached_property
+    def run_tokens(self) -> Any:
+        """Per-run secrets from the KMS HMAC key (None without RUN_TOKEN_KEY)."""
+        if not self.settings.run_token_key:
+            return None
+        from assetflow.adapters.run_tokens import KmsRunTokens
+
+        return KmsRunTokens(self.client("kms"), self.settings.run_token_key)
+
+    @cached_property
     def launcher(self) -> Any:
         """The EMR Serverless launcher."""
         if self._launcher is not None:
@@ -168,6 +180,7 @@ class Dependencies:
             events_table=s.table_name,
             region=s.region,
             path_map=s.path_map,
+            run_tokens=self.run_tokens,
         )
 
     @cached_property
@@ -204,7 +217,7 @@ class Dependencies:
         return RunStates(
             catalog=self.catalog,
             store=self.store,
-            outputs=S3RunOutputs(self.client("s3"), self.settings.runs_bucket),
+            outputs=S3RunOutputs(self.client("s3"), self.settings.runs_bucket, run_tokens=self.run_tokens),
             evaluator=self.evaluator,
             clock=utc_now,
             job_lookup=getattr(self.launcher, "run_id_of_job", None),

@@ -115,6 +115,8 @@ class LocalResources:
     topics: Mapping[str, TopicResource] = field(default_factory=dict)
     failure_queues: Mapping[str, str] = field(default_factory=dict)
     failures_bucket: str = ""
+    #: The KMS HMAC key of per-run secrets (moto's), as the stack's RunTokenKey.
+    run_token_key: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The resources as `.assetflow/dev.json` lists them."""
@@ -208,6 +210,7 @@ def provision(
     _create_bucket(s3, names.failures_bucket)
     emr = client("emr-serverless", moto_endpoint)
     application_id = _emr_application(emr, names.application)
+    run_token_key = _hmac_key(client("kms", moto_endpoint), names.prefix)
     logger.info(
         "local resources ready",
         extra={"table": names.table, "queues": sorted(queues), "topics": sorted(topics)},
@@ -226,6 +229,7 @@ def provision(
         topics=topics,
         failure_queues=failure_queues,
         failures_bucket=names.failures_bucket,
+        run_token_key=run_token_key,
     )
 
 
@@ -287,6 +291,18 @@ def _topic_resource(watcher: str, source: KafkaTopic, names: ResourceNames) -> T
         event_source_arn=arn,
         batch_size=source.batch_size,
     )
+
+
+def _hmac_key(kms: Any, prefix: str) -> str:
+    """The HMAC key of the runs' tokens: an alias names it, so a restarted runtime on the same moto reuses it."""
+    alias = f"alias/{prefix}-run-tokens"
+    with contextlib.suppress(kms.exceptions.NotFoundException):
+        return str(kms.describe_key(KeyId=alias)["KeyMetadata"]["Arn"])
+    key = kms.create_key(
+        KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC", Description="assetflow local run tokens"
+    )["KeyMetadata"]
+    kms.create_alias(AliasName=alias, TargetKeyId=key["KeyId"])
+    return str(key["Arn"])
 
 
 def _emr_application(emr: Any, name: str) -> str:

@@ -24,6 +24,7 @@ from typing import IO, Any, Literal, Self
 import boto3
 
 from assetflow.adapters.emr import EmrServerlessLauncher
+from assetflow.adapters.run_tokens import KmsRunTokens
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Catalog
 from assetflow.core.schedules import AssetOrTimeSchedule
@@ -79,6 +80,7 @@ _ENDPOINT_VARIABLES: Mapping[str, str] = {
     "s3": "AWS_ENDPOINT_URL_S3",
     "events": "AWS_ENDPOINT_URL_EVENTBRIDGE",
     "emr-serverless": "AWS_ENDPOINT_URL_EMR_SERVERLESS",
+    "kms": "AWS_ENDPOINT_URL_KMS",
 }
 
 Launcher = Literal["spark", "emr-api"]
@@ -298,6 +300,7 @@ class LocalRuntime:
             "s3": self.moto.endpoint,
             "events": self.moto.endpoint,
             "emr-serverless": self.moto.endpoint,
+            "kms": self.moto.endpoint,
         }
         if self.kafka is not None:
             endpoints["kafka"] = self.kafka.bootstrap_servers
@@ -370,6 +373,7 @@ class LocalRuntime:
             region=LOCAL_REGION,
             path_map=dict(r.path_map),
             watcher_name=watcher,
+            run_token_key=r.run_token_key or None,
         )
 
     def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Dependencies:
@@ -408,6 +412,7 @@ class LocalRuntime:
             region=LOCAL_REGION,
             path_map=r.path_map,
             events_endpoint_url=dynamodb_endpoint,
+            run_tokens=KmsRunTokens(self.client("kms"), r.run_token_key) if r.run_token_key else None,
         )
         if self.options.launcher == "emr-api":
             return EmrApiLauncher(emr=emr, emr_client=self.client("emr-serverless"))

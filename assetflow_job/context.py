@@ -10,7 +10,13 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from assetflow_job.contract import CONTEXT_ARGUMENT, CONTEXT_FORMAT, DOCUMENT_VERSION, OUTLET_METADATA_FORMAT
+from assetflow_job.contract import (
+    CONTEXT_ARGUMENT,
+    CONTEXT_FORMAT,
+    DOCUMENT_VERSION,
+    OUTLET_METADATA_FORMAT,
+    OUTLETS_ARGUMENT,
+)
 from assetflow_job.errors import RunContextError
 from assetflow_job.events import AssetEvent, parse_timestamp
 from assetflow_job.extras import ExtraResolver, ResolvingEventReader
@@ -55,6 +61,35 @@ def split_context_argument(argv: Sequence[str]) -> tuple[str, list[str]]:
     if len(found) > 1:
         raise RunContextError(f"{CONTEXT_ARGUMENT} was given {len(found)} times")
     return found[0], rest
+
+
+def split_outlets_argument(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """Take ``--assetflow-outlets URI`` (or ``--assetflow-outlets=URI``) out of ``argv``, if it is there.
+
+    Raises:
+        RunContextError: when the argument is repeated or has no value.
+
+    """
+    found: list[str] = []
+    rest: list[str] = []
+    items = list(argv)
+    position = 0
+    while position < len(items):
+        item = items[position]
+        if item == OUTLETS_ARGUMENT:
+            if position + 1 >= len(items) or not items[position + 1]:
+                raise RunContextError(f"{OUTLETS_ARGUMENT} needs a value (an s3:// URI)")
+            found.append(items[position + 1])
+            position += 2
+            continue
+        if item.startswith(OUTLETS_ARGUMENT + "="):
+            found.append(item.split("=", 1)[1])
+        else:
+            rest.append(item)
+        position += 1
+    if len(found) > 1:
+        raise RunContextError(f"{OUTLETS_ARGUMENT} was given {len(found)} times")
+    return (found[0] or None) if found else None, rest
 
 
 def _declared(entries: Any, field: str) -> tuple[list[str], list[str]]:
@@ -276,10 +311,14 @@ class Run:
         self.context: RunContext | None = None
 
     def __enter__(self) -> RunContext:
-        context_uri, rest = split_context_argument(self._argv)
+        outlets_uri, argv = split_outlets_argument(self._argv)
+        context_uri, rest = split_context_argument(argv)
         self.context = load_context(
             context_uri, args=rest, event_reader=self._event_reader, s3_client=self._s3_client
         )
+        if outlets_uri is not None:
+            # The run's own place, which only its arguments name (the context is readable by other runs).
+            self.context.outlet_metadata_uri = outlets_uri
         logger.info(
             "run started pipeline=%s run_id=%s partition_key=%s triggering_assets=%d",
             self.context.pipeline,

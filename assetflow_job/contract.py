@@ -11,6 +11,10 @@ from datetime import datetime, timezone
 
 #: The job argument that names the run context: ``--assetflow-context s3://bucket/runs/<p>/<run>/context.json``.
 CONTEXT_ARGUMENT = "--assetflow-context"
+#: The job argument that names where this run's outlet metadata goes, when the deployment makes that place
+#: secret to the run (``runs/<pipeline>/<run_id>/<token>/outlets.json``, the token known to the run alone):
+#: it overrides the context's ``outlet_metadata_uri``.
+OUTLETS_ARGUMENT = "--assetflow-outlets"
 #: The ``format`` of the run context document.
 CONTEXT_FORMAT = "assetflow.run-context"
 #: The ``format`` of the outlet metadata document a successful job writes.

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from assetflow.core.errors import StoreUnavailableError
+from assetflow.core.errors import AssetflowError, StoreUnavailableError
 from assetflow.core.events import Run, format_timestamp
 from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.pipeline import Pipeline
@@ -30,6 +30,7 @@ from assetflow_job.contract import (
     DOCUMENT_VERSION,
     OUTLET_METADATA_FILE,
     OUTLET_METADATA_FORMAT,
+    OUTLETS_ARGUMENT,
     PY_FILES_ARCHIVE,
     RUNS_PREFIX,
 )
@@ -88,6 +89,13 @@ def context_uri(runs_bucket: str, pipeline: str, run_id: str) -> str:
 def outlet_metadata_uri(runs_bucket: str, pipeline: str, run_id: str) -> str:
     """The S3 URI the job writes its outlet metadata to when it succeeds."""
     return run_prefix(runs_bucket, pipeline, run_id) + OUTLET_METADATA_FILE
+
+
+def run_outlet_metadata_uri(runs_bucket: str, pipeline: str, run_id: str, tokens: Any | None) -> str:
+    """Where a run's outlet metadata is written and read: under the run's token when there are tokens."""
+    if tokens is None:
+        return outlet_metadata_uri(runs_bucket, pipeline, run_id)
+    return run_prefix(runs_bucket, pipeline, run_id) + f"{tokens.token(run_id)}/{OUTLET_METADATA_FILE}"
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -170,6 +178,7 @@ class EmrServerlessLauncher:
         path_map: Mapping[str, str] | None = None,
         events_endpoint_url: str | None = None,
         py_files_archive: str = PY_FILES_ARCHIVE,
+        run_tokens: Any | None = None,
     ) -> None:
         self._emr = emr_client
         self._s3 = s3_client
@@ -180,6 +189,9 @@ class EmrServerlessLauncher:
         self.events_table = {"name": events_table, "region": region, "endpoint_url": events_endpoint_url}
         self.path_map = dict(path_map or {})
         self.py_files_uri = _code_uri(runs_bucket, code_prefix, py_files_archive)
+        #: Per-run secrets (``KmsRunTokens``): with them, a run's outlet metadata goes under its token, named in
+        #: its job's arguments only.
+        self.run_tokens = run_tokens
         self._submitted: OrderedDict[str, str] = OrderedDict()
 
     # ---- the port ------------------------------------------------------------------------------------
@@ -214,9 +226,8 @@ class EmrServerlessLauncher:
             Body=canonical_json(document).encode(),
             ContentType="application/json",
         )
-        answer = self._call(
-            "StartJobRun", run.run_id, self._emr.start_job_run, **self.job_request(run, pipeline)
-        )
+        request = self._call("GenerateMac", run.run_id, lambda: self.job_request(run, pipeline))
+        answer = self._call("StartJobRun", run.run_id, self._emr.start_job_run, **request)
         job_run_id = str(answer["jobRunId"])
         self._remember(run.run_id, job_run_id)
         logger.info(
@@ -233,13 +244,17 @@ class EmrServerlessLauncher:
         conf = dict(job.spark_conf)
         # --py-files would replace a pipeline's own spark.submit.pyFiles: ship both.
         py_files = [self.py_files_uri, *(p for p in conf.pop("spark.submit.pyFiles", "").split(",") if p)]
+        arguments = list(job.arguments)
+        if self.run_tokens is not None:
+            arguments += [
+                OUTLETS_ARGUMENT,
+                run_outlet_metadata_uri(self.runs_bucket, pipeline.id, run.run_id, self.run_tokens),
+            ]
+        # The context last, as the runs' arguments always end (the local launchers rely on it).
+        arguments += [CONTEXT_ARGUMENT, context_uri(self.runs_bucket, pipeline.id, run.run_id)]
         driver: dict[str, Any] = {
             "entryPoint": _code_uri(self.runs_bucket, self.code_prefix, job.entry_point),
-            "entryPointArguments": [
-                *job.arguments,
-                CONTEXT_ARGUMENT,
-                context_uri(self.runs_bucket, pipeline.id, run.run_id),
-            ],
+            "entryPointArguments": arguments,
             "sparkSubmitParameters": "--py-files " + ",".join(dict.fromkeys(py_files)),
         }
         request: dict[str, Any] = {
@@ -309,6 +324,8 @@ class EmrServerlessLauncher:
     def _call(operation: str, run_id: str, method: Any, **kwargs: Any) -> Any:
         try:
             return method(**kwargs)
+        except AssetflowError as exc:  # a run token KMS could not make now (RunTokenUnavailableError)
+            raise SubmissionError(f"{operation} for run {run_id}: {exc}") from exc
         except ClientError as exc:
             code = _error_code(exc) or "unknown"
             if _is_retryable(exc):
@@ -357,20 +374,29 @@ def read_outlet_metadata(s3_client: Any, uri: str) -> dict[str, Any] | None:
 
 
 class S3RunOutputs:
-    """What succeeded jobs wrote about their outlets, in the runs bucket (the ``RunOutputs`` port)."""
+    """What succeeded jobs wrote about their outlets, in the runs bucket (the ``RunOutputs`` port).
 
-    def __init__(self, s3_client: Any, runs_bucket: str) -> None:
+    With ``run_tokens``, only from the place under the run's token (what another job could write elsewhere,
+    at the run's ``outlets.json`` next to its context for one, is never read).
+    """
+
+    def __init__(self, s3_client: Any, runs_bucket: str, *, run_tokens: Any | None = None) -> None:
         self._s3 = s3_client
         self.runs_bucket = runs_bucket
+        self.run_tokens = run_tokens
 
     def outlet_metadata(self, pipeline: str, run_id: str) -> dict[str, Any] | None:
         """The outlet metadata of a run, or None when its job wrote none.
 
         Raises:
             OutletMetadataError: the object is not a version-1 outlet metadata document.
-            StoreUnavailableError: S3 is throttling or failing; retry later.
+            StoreUnavailableError: S3 (or KMS, for the run's token) is throttling or failing; retry later.
         """
-        return read_outlet_metadata(self._s3, outlet_metadata_uri(self.runs_bucket, pipeline, run_id))
+        try:
+            uri = run_outlet_metadata_uri(self.runs_bucket, pipeline, run_id, self.run_tokens)
+        except AssetflowError as exc:  # RunTokenUnavailableError
+            raise StoreUnavailableError(str(exc)) from exc
+        return read_outlet_metadata(self._s3, uri)
 
 
 __all__ = [
@@ -385,4 +411,5 @@ __all__ = [
     "outlet_metadata_uri",
     "read_outlet_metadata",
     "run_context_document",
+    "run_outlet_metadata_uri",
 ]

@@ -138,6 +138,7 @@ class AssetflowService(Construct):
                 "CODE_PREFIX": CODE_PREFIX,
                 "EMR_APPLICATION_ID": self.spark.application.attr_application_id,
                 "EMR_JOB_ROLE_ARN": self.spark.job_role.role_arn,
+                "RUN_TOKEN_KEY": self.spark.run_token_key.key_arn,
                 "CATALOG_PATH": f"{LAMBDA_TASK_ROOT}/{CATALOG_FILE}",
                 "POWERTOOLS_METRICS_NAMESPACE": QUARANTINE_NAMESPACE,
             },
@@ -280,6 +281,13 @@ class AssetflowService(Construct):
                     "emr-serverless:TagResource",
                 ],
                 resources=[self.spark.job_runs_arn],
+            )
+        )
+        # A run's secret (where its job writes its outlet metadata) is made when it is submitted and when its
+        # outlets are read: the functions may make it, the jobs may not.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="MakeRunTokens", actions=["kms:GenerateMac"], resources=[self.spark.run_token_key.key_arn]
             )
         )
         role.add_to_principal_policy(

@@ -22,10 +22,11 @@ from assetflow.adapters.extras import EXTRAS_PREFIX
 from assetflow.cdk import table_access
 from assetflow.cdk.config import EnvironmentConfig, split_location
 from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
-from assetflow.cdk.grants import grant_objects
+from assetflow.cdk.grants import KEY_WRITE_ACTIONS, grant_objects
 from assetflow.cdk.nag import acknowledge, wildcard_resource
 from assetflow.cdk.queues import dead_letter_queue
 from assetflow.cdk.table_access import grant_table_access
+from assetflow_job.contract import CONTEXT_FILE, OUTLET_METADATA_FILE
 
 RUN_STATE_HANDLER = "assetflow.functions.handle_job_state"
 #: Run contexts and outlet metadata (read and written by functions and jobs).
@@ -125,17 +126,12 @@ class SparkApplication(Construct):
                 },
             ),
         )
-        grant_objects(runs.bucket, self.job_role, RUNS_PREFIX, write=True)
+        self._grant_run_objects(runs)
         grant_objects(runs.bucket, self.job_role, CODE_PREFIX, write=False)
         grant_objects(runs.bucket, self.job_role, EXTRAS_PREFIX, write=False)
         # inlet_events reads the events of the pipelines' declared inlets from the table (only theirs).
         grant_table_access(table, self.job_role, table_access.job(inlet_uris), sid="InletEvents")
-        acknowledge(
-            self.job_role,
-            wildcard_resource(runs.bucket, f"/{RUNS_PREFIX}*"),
-            "Jobs read their run context and write outlet metadata under runs/, one key per run (ids unknown "
-            "in advance).",
-        )
+
         acknowledge(
             self.job_role,
             wildcard_resource(runs.bucket, f"/{CODE_PREFIX}*"),
@@ -148,9 +144,58 @@ class SparkApplication(Construct):
             "extras/, one key per event (ids unknown in advance; read only).",
         )
         self._grant_data_locations(config)
+        # Per-run secrets (assetflow/adapters/run_tokens.py): an HMAC key that only the functions may use.
+        # HMAC keys cannot rotate: a rotated key would move every run's outlet metadata.
+        self.run_token_key = kms.Key(
+            self,
+            "RunTokenKey",
+            description="HMAC key of assetflow's per-run secrets (where a run's outlet metadata goes)",
+            key_spec=kms.KeySpec.HMAC_256,
+            key_usage=kms.KeyUsage.GENERATE_VERIFY_MAC,
+            removal_policy=config.removal_policy,
+            pending_window=Duration.days(7),
+        )
+        acknowledge(
+            self.run_token_key,
+            "AwsSolutions-KMS5",
+            "HMAC keys do not support rotation (KMS); rotating it would also move every run's outlet metadata.",
+        )
         self.code_deployment: s3deploy.BucketDeployment | None = None
         if job_code is not None:
             self.code_deployment = self._deploy_job_code(job_code, runs, config)
+
+    def _grant_run_objects(self, runs: RunsBucket) -> None:
+        """Read run contexts, write outlet metadata: nothing else under ``runs/``, and no listing of it.
+
+        A run's outlet metadata is read from under its own token (``RunTokens``), which the job's arguments
+        alone name: without a listing a job cannot find another run's place, and a run context (which any job
+        may read) is not writable by jobs.
+        """
+        contexts = runs.bucket.arn_for_objects(f"{RUNS_PREFIX}*/{CONTEXT_FILE}")
+        metadata = runs.bucket.arn_for_objects(f"{RUNS_PREFIX}*/{OUTLET_METADATA_FILE}")
+        self.job_role.add_to_principal_policy(
+            iam.PolicyStatement(sid="ReadRunContexts", actions=["s3:GetObject"], resources=[contexts])
+        )
+        self.job_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WriteOutletMetadata",
+                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[metadata],
+            )
+        )
+        if runs.bucket.encryption_key is not None:
+            runs.bucket.encryption_key.grant(self.job_role, *KEY_WRITE_ACTIONS)
+        for suffix, why in (
+            (
+                f"/{RUNS_PREFIX}*/{CONTEXT_FILE}",
+                "Jobs read their run context (one per run; ids made at run time).",
+            ),
+            (
+                f"/{RUNS_PREFIX}*/{OUTLET_METADATA_FILE}",
+                "Jobs write their outlet metadata under their run's secret token (made at run time).",
+            ),
+        ):
+            acknowledge(self.job_role, wildcard_resource(runs.bucket, suffix), why)
 
     @property
     def application_arn(self) -> str:

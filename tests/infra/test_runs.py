@@ -148,8 +148,9 @@ def test_job_role_reaches_exactly_the_configured_data_locations_and_runs_prefixe
     }
     bucket = env.logical_id(service.runs.bucket)
     expected = {
-        json.dumps({"Fn::Join": ["", [{"Fn::GetAtt": [bucket, "Arn"]}, f"/{prefix}*"]]}, sort_keys=True)
-        for prefix in ("runs/", "code/", "extras/")
+        json.dumps({"Fn::Join": ["", [{"Fn::GetAtt": [bucket, "Arn"]}, suffix]]}, sort_keys=True)
+        # Under runs/: read contexts, write outlet metadata, nothing else (run-scoped by the runs' tokens).
+        for suffix in ("/runs/*/context.json", "/runs/*/outlets.json", "/code/*", "/extras/*")
     }
     for location in (*env.config.data_read_locations, *env.config.data_write_locations):
         name, prefix = split_location(location)
@@ -167,6 +168,29 @@ def test_job_role_reaches_exactly_the_configured_data_locations_and_runs_prefixe
         for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
     }
     assert not any("/code/" in r for r in written), "job code is read-only for jobs"
+    assert not any("context.json" in r for r in written), "run contexts are read-only for jobs"
+    listings = [s for s in statements if "s3:ListBucket" in _actions(s)]
+    assert not any("runs/" in json.dumps(s) for s in listings), "jobs may not list runs/ (the runs' tokens)"
+
+
+def test_only_the_functions_may_make_run_tokens(env: Synthesised) -> None:
+    service = env.stack.service
+    key = env.logical_id(service.spark.run_token_key)
+    makers = {
+        service.evaluator.handler,
+        service.run_state.handler,
+        service.schedules.handler,
+        service.reconciliation.handler,
+    }
+    for function in service.functions:
+        macs = [s for s in _statements(env, function.role) if "kms:GenerateMac" in _actions(s)]
+        if function in makers:
+            assert [s["Resource"] for s in macs] == [{"Fn::GetAtt": [key, "Arn"]}], function.node.path
+        else:
+            assert not macs, function.node.path
+    assert not [s for s in _statements(env, service.spark.job_role) if "kms:GenerateMac" in _actions(s)]
+    spec = env.resources[key]["Properties"]
+    assert (spec["KeySpec"], spec["KeyUsage"]) == ("HMAC_256", "GENERATE_VERIFY_MAC")
 
 
 def test_job_role_trusts_emr_serverless_for_this_application(env: Synthesised) -> None:

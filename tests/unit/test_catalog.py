@@ -176,16 +176,12 @@ def test_the_same_pipeline_object_seen_twice_is_fine() -> None:
 
 
 def test_asset_declared_with_two_names() -> None:
-    errors = errors_of(
-        Asset("s3://bucket/a", name="one"), Definition(Asset("s3://bucket/a", name="two"), "f.py")
-    )
+    errors = errors_of(Asset("one", "s3://bucket/a"), Definition(Asset("two", "s3://bucket/a"), "f.py"))
     assert errors == ["error: asset 's3://bucket/a': declared with two names, 'one' and 'two' (f.py)"]
 
 
 def test_a_name_given_once_is_kept_wherever_declared() -> None:
-    catalog = Catalog.build(
-        [Pipeline("p", A, JOB), Asset("s3://bucket/a", name="alpha"), Asset("s3://bucket/a")]
-    )
+    catalog = Catalog.build([Pipeline("p", A, JOB), Asset("alpha", "s3://bucket/a"), Asset("s3://bucket/a")])
     assert catalog.assets["s3://bucket/a"].name == "alpha"
 
 
@@ -282,8 +278,8 @@ def test_every_error_is_listed_at_once() -> None:
     definitions = [
         Definition(Pipeline("dup", A, JOB), "a.py"),
         Definition(Pipeline("dup", B, JOB), "b.py"),
-        Asset("s3://bucket/n", name="one"),
-        Asset("s3://bucket/n", name="two"),
+        Asset("one", "s3://bucket/n"),
+        Asset("two", "s3://bucket/n"),
         watched("s3://bucket/w1", "w", "q1"),
         watched("s3://bucket/w2", "w", "q2"),
         Pipeline("aliased", AssetAlias("ghost"), JOB),
@@ -402,17 +398,19 @@ def test_assets_of_outlets_and_inlets_are_in_the_catalog() -> None:
 def test_example_document_shape(example: Catalog) -> None:
     doc = example.to_document()
     assert list(doc) == ["format", "version", "assets", "aliases", "watchers", "pipelines", "index"]
-    assert (doc["format"], doc["version"]) == ("assetflow.catalog", 1)
+    assert (doc["format"], doc["version"]) == ("assetflow.catalog", 2)
     assert doc["aliases"] == {
-        "partner-exports": {"name": "partner-exports"},
-        "sensor-alerts": {"name": "sensor-alerts"},
+        "partner-exports": {"name": "partner-exports", "group": "asset"},
+        "sensor-alerts": {"name": "sensor-alerts", "group": "asset"},
     }
     assert doc["watchers"]["deliveries"]["asset"] == "s3://assetflow-demo/landing/deliveries"
     assert doc["watchers"]["deliveries"]["source"]["queue"] == "deliveries"
     assert doc["assets"]["x-ops://dashboard/refresh"] == {
         "uri": "x-ops://dashboard/refresh",
         "name": "dashboard_refresh",
+        "group": "asset",
         "extra": {},
+        "expect": None,
     }
     assert doc["index"]["aliases"] == {"partner-exports": ["partner_feed_audit"]}
     assert doc["pipelines"]["sensor_daily_rollup"]["partitioned"] is True
@@ -440,7 +438,7 @@ def test_from_document_refuses_a_wrong_format(example: Catalog, fmt: Any) -> Non
         Catalog.from_document([doc])  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 1, 3, "2", None])
 def test_from_document_refuses_another_version_and_says_to_recompile(example: Catalog, version: Any) -> None:
     doc = {**example.to_document(), "version": version}
     with pytest.raises(
@@ -515,7 +513,7 @@ def small_catalogs(draw: st.DrawFn) -> Catalog:
             watchers.append(AssetWatcher(f"w{i}", source))
         name = draw(st.sampled_from([None, f"source {i}"]))
         extra = draw(st.sampled_from([None, {"i": i, "tags": ["x"]}]))
-        definitions.append(Asset(uri, name=name, extra=extra, watchers=watchers))
+        definitions.append(Asset(name, uri, extra=extra, watchers=watchers))
     # the aliases are produced by one pipeline on a source, so every catalog drawn is valid
     definitions.append(Pipeline("producer", Asset(SOURCES[0]), JOB, outlets=[AssetAlias(a) for a in ALIASES]))
     for n in range(draw(st.integers(0, 4))):

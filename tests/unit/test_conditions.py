@@ -27,7 +27,7 @@ M = AssetAlias("alerts")
 
 def test_asset_identity_is_the_normalised_uri_only() -> None:
     plain = Asset("s3://bucket/a")
-    named = Asset("S3://bucket/a/", name="nice", extra={"owner": "team"})
+    named = Asset("nice", "S3://bucket/a/", extra={"owner": "team"})
 
     assert named.uri == "s3://bucket/a"
     assert plain == named
@@ -37,7 +37,7 @@ def test_asset_identity_is_the_normalised_uri_only() -> None:
 
 def test_asset_name_defaults_to_the_uri() -> None:
     assert Asset("s3://bucket/a").name == "s3://bucket/a"
-    assert Asset("s3://bucket/a", name="orders").name == "orders"
+    assert Asset("orders", "s3://bucket/a").name == "orders"
 
 
 def test_assets_with_different_uris_differ() -> None:
@@ -84,7 +84,7 @@ def test_invalid_uri_is_refused() -> None:
 @pytest.mark.parametrize("name", ["", "   ", 3])
 def test_asset_name_must_be_non_empty_string(name: object) -> None:
     with pytest.raises(DefinitionError, match="name must be a non-empty string"):
-        Asset("s3://bucket/a", name=name)  # type: ignore[arg-type]
+        Asset(name, "s3://bucket/a")  # type: ignore[arg-type]
 
 
 def test_asset_extra_must_be_a_dict() -> None:
@@ -159,7 +159,7 @@ def test_attributes_cannot_be_deleted() -> None:
 
 
 def test_assets_can_be_copied() -> None:
-    asset = Asset("s3://bucket/a", name="a", extra={"k": [1]})
+    asset = Asset("a", "s3://bucket/a", extra={"k": [1]})
     assert copy.copy(asset) == asset
     assert copy.deepcopy(asset).extra == asset.extra
 
@@ -298,7 +298,7 @@ def test_to_json_shapes() -> None:
 
 
 def test_asset_json_leaves_out_name_and_extra() -> None:
-    assert Asset("s3://bucket/a", name="n", extra={"k": 1}).to_json() == {
+    assert Asset("n", "s3://bucket/a", extra={"k": 1}).to_json() == {
         "type": "asset",
         "uri": "s3://bucket/a",
     }

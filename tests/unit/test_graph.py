@@ -28,9 +28,9 @@ from assetflow.loader import load_catalog
 PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 JOB = SparkJob("jobs/j.py")
 
-A = Asset("s3://bucket/a", name="alpha")
+A = Asset("alpha", "s3://bucket/a")
 B = Asset("s3://bucket/b")
-C = Asset("s3://bucket/c", name="gamma")
+C = Asset("gamma", "s3://bucket/c")
 L = AssetAlias("exports")
 
 
@@ -202,7 +202,7 @@ AWKWARD = [
 
 @pytest.mark.parametrize("name", AWKWARD)
 def test_dot_escapes_awkward_labels(name: str) -> None:
-    asset = Asset("s3://bucket/a", name=name)
+    asset = Asset(name, "s3://bucket/a")
     catalog = Catalog(assets={asset.uri: asset}, aliases={}, pipelines={"p": Pipeline("p", asset, JOB)})
     text = to_dot(catalog)
     assert dot_is_balanced(text)
@@ -212,7 +212,7 @@ def test_dot_escapes_awkward_labels(name: str) -> None:
 
 @pytest.mark.parametrize("name", AWKWARD)
 def test_mermaid_labels_never_contain_a_raw_quote_or_newline(name: str) -> None:
-    asset = Asset("s3://bucket/a", name=name)
+    asset = Asset(name, "s3://bucket/a")
     catalog = Catalog(assets={asset.uri: asset}, aliases={}, pipelines={"p": Pipeline("p", asset, JOB)})
     for line in to_mermaid(catalog).splitlines()[1:]:
         label = re.search(r'"(.*)"', line)
@@ -230,7 +230,7 @@ def test_mermaid_labels_never_contain_a_raw_quote_or_newline(name: str) -> None:
     )
 )
 def test_dot_is_balanced_for_any_names(names: list[str]) -> None:
-    assets = {f"s3://bucket/n{i}": Asset(f"s3://bucket/n{i}", name=n) for i, n in enumerate(names)}
+    assets = {f"s3://bucket/n{i}": Asset(n, f"s3://bucket/n{i}") for i, n in enumerate(names)}
     first = next(iter(assets.values()))
     pipelines = {"p": Pipeline("p", first, JOB, outlets=list(assets.values())[1:])}
     catalog = Catalog(assets=assets, aliases={}, pipelines=pipelines)
@@ -241,7 +241,7 @@ def test_graph_of_a_small_catalog_lists_everything() -> None:
     # Given a catalog with every kind of node and schedule
     catalog = Catalog.build(
         [
-            Asset("s3://bucket/a", name="alpha", watchers=[AssetWatcher("orders", SqsQueue("orders-queue"))]),
+            Asset("alpha", "s3://bucket/a", watchers=[AssetWatcher("orders", SqsQueue("orders-queue"))]),
             Asset("s3://bucket/b", watchers=[AssetWatcher("clicks", KafkaTopic("clicks-topic"))]),
             Pipeline("p", A | B, JOB, outlets=[C, L], batch=False),
             Pipeline("q", AssetOrTimeSchedule("0 6 * * 1-5", L, timezone="Europe/Berlin"), JOB),

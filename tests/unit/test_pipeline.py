@@ -137,8 +137,10 @@ def test_schedule_forms() -> None:
 def test_schedule_errors_name_the_pipeline() -> None:
     with pytest.raises(DefinitionError, match="pipeline 'p' schedule: an empty list"):
         Pipeline("p", [], JOB)
+    with pytest.raises(DefinitionError, match="pipeline 'p' schedule: 's3://bucket/a' looks like an asset URI"):
+        Pipeline("p", "s3://bucket/a", JOB)
     with pytest.raises(DefinitionError, match="pipeline 'p' schedule: expected an Asset"):
-        Pipeline("p", "s3://bucket/a", JOB)  # type: ignore[arg-type]
+        Pipeline("p", 5, JOB)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("schedule", [A, A | B, L, A | L, [A], AssetOrTimeSchedule("0 6 * * *", A | B)])
@@ -189,7 +191,7 @@ def test_outlets_and_inlets_are_assets_or_aliases(kind: str, item: Any) -> None:
 
 
 def test_outlets_and_inlets_keep_order_without_duplicates() -> None:
-    pipeline = Pipeline("p", A, JOB, outlets=[B, L, Asset("s3://bucket/b", name="again"), C], inlets=[C, C])
+    pipeline = Pipeline("p", A, JOB, outlets=[B, L, Asset("again", "s3://bucket/b"), C], inlets=[C, C])
     assert pipeline.outlets == (B, L, C)
     assert pipeline.inlets == (C,)
 
@@ -202,15 +204,13 @@ def test_pipeline_is_immutable() -> None:
 
 def test_pipeline_equality_and_hash() -> None:
     one = Pipeline("p", A | B, JOB, outlets=[C])
-    assert one == Pipeline(
-        "p", A | B, SparkJob("spark_jobs/etl.py"), outlets=[Asset("s3://bucket/c", name="c")]
-    )
+    assert one == Pipeline("p", A | B, SparkJob("spark_jobs/etl.py"), outlets=[Asset("c", "s3://bucket/c")])
     assert one != Pipeline("p", A | B, JOB, outlets=[C], max_active_runs=1)
     assert one != Pipeline("p", A & B, JOB, outlets=[C])
     assert hash(one) == hash(Pipeline("p", A, JOB))
     assert (
         repr(one)
-        == "Pipeline('p', schedule=AssetSchedule(condition=AssetAny(Asset('s3://bucket/a'), Asset('s3://bucket/b'))))"
+        == "Pipeline('p', schedule=AssetSchedule(AssetAny(Asset('s3://bucket/a'), Asset('s3://bucket/b'))))"
     )
 
 
@@ -232,6 +232,7 @@ def test_pipeline_document_shape() -> None:
             "kind": "partitioned",
             "condition": {"type": "asset", "uri": "s3://bucket/a"},
             "mapper": {"grain": "daily"},
+            "key": None,
         },
         "job": {"entry_point": "etl.py", "arguments": ["--x"], "spark_conf": {"k": "v"}},
         "outlets": [{"type": "asset", "uri": "s3://bucket/b"}, {"type": "alias", "name": "exports"}],
@@ -239,6 +240,10 @@ def test_pipeline_document_shape() -> None:
         "max_active_runs": 2,
         "batch": True,
         "partitioned": True,
+        "debounce_seconds": None,
+        "max_wait_seconds": None,
+        "within_seconds": None,
+        "skip_unchanged": False,
     }
 
 

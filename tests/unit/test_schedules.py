@@ -150,7 +150,8 @@ def test_asset_or_time_takes_any_condition_or_a_list() -> None:
         ("0 6 32 * *", "day-of-month: 32 is outside 1-31"),
         ("not a cron", "3 fields is not a cron"),
         ("", "the schedule is empty"),
-        (None, "got NoneType"),
+        (None, "needs timetable="),
+        (5, "got int"),
     ],
 )
 def test_cron_must_be_valid(cron: Any, reason: str) -> None:
@@ -400,6 +401,7 @@ def test_schedule_document_shapes() -> None:
         "kind": "partitioned",
         "condition": {"type": "asset", "uri": "s3://bucket/a"},
         "mapper": {"grain": "weekly"},
+        "key": None,
     }
 
 

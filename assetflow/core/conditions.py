@@ -620,6 +620,10 @@ class Where(_Leaf):
     def __repr__(self) -> str:
         return f"{self.of!r}.where({json.dumps(thaw_json(self.pattern), sort_keys=True)})"
 
+    def where(self, pattern: Mapping[str, Any]) -> Where:
+        """Refused: one pattern holds every field."""
+        raise DefinitionError("where() of a where(): put every field in one pattern")
+
     @property
     def where_key(self) -> str:
         """The stable key queue entries record when their event matched (``w-`` and 16 hex digits)."""

@@ -180,7 +180,9 @@ class Pipeline:
                         f"{what}: {kind} name the asset itself (import it); Asset.ref(...) is for schedules"
                     )
                 if not isinstance(item, Asset | AssetAlias):
-                    raise DefinitionError(f"{what}: {kind} are Assets or AssetAliases, not {type(item).__name__}")
+                    raise DefinitionError(
+                        f"{what}: {kind} are Assets or AssetAliases, not {type(item).__name__}"
+                    )
         if max_active_runs is not None and (
             isinstance(max_active_runs, bool) or not isinstance(max_active_runs, int) or max_active_runs < 1
         ):

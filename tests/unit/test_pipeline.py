@@ -137,7 +137,9 @@ def test_schedule_forms() -> None:
 def test_schedule_errors_name_the_pipeline() -> None:
     with pytest.raises(DefinitionError, match="pipeline 'p' schedule: an empty list"):
         Pipeline("p", [], JOB)
-    with pytest.raises(DefinitionError, match="pipeline 'p' schedule: 's3://bucket/a' looks like an asset URI"):
+    with pytest.raises(
+        DefinitionError, match="pipeline 'p' schedule: 's3://bucket/a' looks like an asset URI"
+    ):
         Pipeline("p", "s3://bucket/a", JOB)
     with pytest.raises(DefinitionError, match="pipeline 'p' schedule: expected an Asset"):
         Pipeline("p", 5, JOB)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from assetflow.core.conditions import Failed, Late, SortKey, Undecidable
+from assetflow.core.conditions import SortKey, Undecidable
 from assetflow.core.decision import decide_on
 from assetflow.core.entries import QueueEntry, QueueState
 from assetflow.core.events import format_timestamp, parse_timestamp
@@ -227,18 +227,18 @@ class QueueHead:
             return None
         if any(not e.counted for e in entries):
             return None
-        if any(isinstance(node, Failed | Late) for node in pipeline.condition.iter_nodes()):
-            keys = self.summary.keys
-            if keys is None:
-                return None
-            for entry in entries:
-                asset = entry.event.asset
-                # a real event may supersede queued failure or late entries of its asset, and a queued event
-                # may supersede a new one: either way other entries change, so read the queue
-                if entry.kind == "event" and ("f:" + asset in keys or "t:" + asset in keys):
-                    return None
-                if entry.kind != "event" and "a:" + asset in keys:
-                    return None
+        # A real event supersedes failure and late entries of its asset, and a queued event supersedes a new
+        # one: when both kinds of one asset meet, other entries change, so read the queue. (A summary without
+        # keys predates synthetic entries: its queue holds none.)
+        keys = self.summary.keys or {}
+        real = {e.event.asset for e in entries if e.kind == "event"}
+        synthetic = {e.event.asset for e in entries if e.kind != "event"}
+        queued_real = (
+            {k[2:] for k in keys if k.startswith("a:")} if self.summary.keys else set(self.summary.assets)
+        )
+        queued_synthetic = {k[2:] for k in keys if k.startswith(("f:", "t:"))}
+        if real & (synthetic | queued_synthetic) or synthetic & queued_real:
+            return None
         return self.summary.with_entries(entries)
 
     def waits(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -210,30 +210,30 @@ class Catalog:
     ) -> dict[str, Pipeline]:
         """The pipelines with every ``Asset.ref(...)`` replaced by the declared asset it names."""
         by_name = {a.name: a for a in assets.values()}
+
+        def find(ref: AssetRef) -> Asset:
+            found = by_name.get(ref.ref_name) if ref.ref_name is not None else assets.get(ref.ref_uri or "")
+            if found is None:
+                raise DefinitionError(repr(ref))
+            return found
+
         resolved: dict[str, Pipeline] = {}
         for pid, pipeline in pipelines.items():
-            unknown: list[str] = []
-
-            def find(ref: AssetRef, unknown: list[str] = unknown) -> Asset:
-                found = (
-                    by_name.get(ref.ref_name) if ref.ref_name is not None else assets.get(ref.ref_uri or "")
-                )
-                if found is None:
-                    unknown.append(repr(ref))
-                    return Asset(uri="x-assetflow-unresolved://ref")
-                return found
-
-            candidate = pipeline.resolved(find)
+            unknown = [
+                repr(ref) for ref in dict.fromkeys(pipeline.condition.iter_refs()) if _missing(ref, find)
+            ]
             if unknown:
+                # reported here, and left out of the checks that follow (they would only repeat it)
                 errors.append(
                     Diagnostic(
                         "error",
                         f"pipeline {pid!r}",
-                        f"{', '.join(dict.fromkeys(unknown))} names no declared asset; declare it (an Asset(...) in "
-                        "the definitions, or in a pipeline's schedule, outlets or inlets) or fix the reference",
+                        f"{', '.join(unknown)} names no declared asset; declare it (an Asset(...) in the "
+                        "definitions, or in a pipeline's schedule, outlets or inlets) or fix the reference",
                     )
                 )
-            resolved[pid] = candidate
+                continue
+            resolved[pid] = pipeline.resolved(find)
         return resolved
 
     @staticmethod
@@ -478,6 +478,14 @@ class Catalog:
                 "catalog document does not match its own content (edited by hand?); recompile it"
             )
         return catalog
+
+
+def _missing(ref: AssetRef, find: Callable[[AssetRef], Asset]) -> bool:
+    try:
+        find(ref)
+    except DefinitionError:
+        return True
+    return False
 
 
 def is_kafka(watcher: AssetWatcher) -> bool:

@@ -190,9 +190,9 @@ class Pipeline:
         sched = as_schedule(schedule, f"{what} schedule")
         if not isinstance(batch, bool):
             raise DefinitionError(f"{what}: batch must be True or False")
-        if not batch and not sched.has_assets:
+        if not batch and not sched.runs_on_assets:
             raise DefinitionError(
-                f"{what}: batch=False makes one run per event; this schedule takes no events"
+                f"{what}: batch=False makes one run per event; under this schedule events start no runs"
             )
         if not batch and not sched.condition.is_any_of_leaves():
             raise DefinitionError(

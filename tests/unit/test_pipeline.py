@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from assetflow import (
     Asset,
     AssetAlias,
+    AssetAndTimeSchedule,
     AssetOrTimeSchedule,
     DailyMapper,
     DefinitionError,
@@ -338,3 +340,72 @@ def test_metadata_extra_is_frozen_json() -> None:
 def test_metadata_validation(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(DefinitionError, match=message):
         Metadata(**kwargs)
+
+
+# --- windows, skip_unchanged, schedule=None and time-only ----------------------------------------------
+
+
+def test_windows_are_kept_and_round_trip() -> None:
+    p = Pipeline(
+        "p",
+        A & B,
+        JOB,
+        debounce=timedelta(seconds=30),
+        max_wait=timedelta(minutes=5),
+        within=timedelta(hours=1),
+    )
+    assert (p.debounce, p.max_wait, p.within) == (
+        timedelta(seconds=30),
+        timedelta(minutes=5),
+        timedelta(hours=1),
+    )
+    assert Pipeline.from_json(p.to_json()) == p
+    assert p != Pipeline("p", A & B, JOB)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"debounce": 30}, "debounce must be a timedelta such as timedelta\\(minutes=5\\), not int"),
+        ({"debounce": timedelta(0)}, "debounce must be between one second and 366 days"),
+        ({"within": timedelta(days=400)}, "within must be between one second and 366 days"),
+        ({"max_wait": timedelta(minutes=1)}, "max_wait bounds a debounce"),
+        (
+            {"debounce": timedelta(minutes=5), "max_wait": timedelta(minutes=1)},
+            "max_wait .* must be at least debounce",
+        ),
+        ({"debounce": timedelta(minutes=1), "batch": False}, "debounce decide when a batch of events runs"),
+        (
+            {"within": timedelta(minutes=1), "schedule": None},
+            "within apply to asset events; this schedule takes none",
+        ),
+        ({"debounce": timedelta(minutes=1), "schedule": "@daily"}, "apply to asset events"),
+        (
+            {"debounce": timedelta(minutes=1), "schedule": AssetAndTimeSchedule("@daily", A)},
+            "under AssetAndTimeSchedule the tick starts runs",
+        ),
+        ({"skip_unchanged": "yes"}, "skip_unchanged must be True or False"),
+        ({"skip_unchanged": True, "schedule": None}, "skip_unchanged=True skips unchanged asset events"),
+        (
+            {"batch": False, "schedule": AssetAndTimeSchedule("@daily", A)},
+            "under this schedule events start no runs",
+        ),
+        ({"batch": False, "schedule": "@daily"}, "under this schedule events start no runs"),
+    ],
+)
+def test_bad_windows_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    schedule = kwargs.pop("schedule", A)
+    with pytest.raises(DefinitionError, match=message):
+        Pipeline("p", schedule, JOB, **kwargs)
+
+
+def test_within_is_allowed_under_asset_and_time() -> None:
+    p = Pipeline("p", AssetAndTimeSchedule("@daily", A), JOB, within=timedelta(hours=1))
+    assert p.within == timedelta(hours=1)
+
+
+@pytest.mark.parametrize("schedule", [None, "@daily", timedelta(hours=1), "0 6 * * 1-5"])
+def test_manual_and_time_only_pipelines(schedule: Any) -> None:
+    p = Pipeline("p", schedule, JOB, outlets=[A])
+    assert not p.schedule.has_assets and list(p.condition.iter_assets()) == []
+    assert Pipeline.from_json(p.to_json()) == p

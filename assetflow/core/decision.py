@@ -211,6 +211,16 @@ def progress(pipeline: Pipeline, view: QueueView) -> tuple[int, int]:
     return sum(1 for key in subjects if view.present(key)), len(subjects)
 
 
+def queue_progress(pipeline: Pipeline, entries: Iterable[QueueEntry], *, now: datetime) -> tuple[int, int]:
+    """``(updated, required)`` of a queue at ``now``: ``queue list``'s "x of N assets updated".
+
+    Raises:
+        ValueError: ``now`` is naive.
+
+    """
+    return progress(pipeline, view_of(pipeline, entries, utc(now)))
+
+
 def _time(moment: datetime | None) -> str | None:
     return None if moment is None else format_timestamp(moment)
 
@@ -320,5 +330,6 @@ __all__ = [
     "explain",
     "explain_pipeline",
     "progress",
+    "queue_progress",
     "view_of",
 ]

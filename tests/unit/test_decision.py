@@ -22,7 +22,15 @@ from assetflow import (
     late,
 )
 from assetflow.core.conditions import Condition
-from assetflow.core.decision import PRECEDENCE, QueueView, decide, explain, explain_pipeline, progress
+from assetflow.core.decision import (
+    PRECEDENCE,
+    QueueView,
+    decide,
+    explain,
+    explain_pipeline,
+    progress,
+    queue_progress,
+)
 from assetflow.core.entries import QueueEntry, QueueState
 from assetflow.core.events import AssetEvent
 from assetflow.core.queues import QueueHead, QueueSummary
@@ -229,6 +237,9 @@ def test_explain_on_a_thousand_entries_is_linear() -> None:
 def test_progress_counts_subjects_once() -> None:
     p = Pipeline("p", A & A.where(OK) & at_least(A, 3) & A.then(B), JOB)
     assert progress(p, QueueView([q(A, 1)], now=T0)) == (1, 2)
+    assert queue_progress(p, [q(A, 1), q(B, 2)], now=T0) == (2, 2)
+    windowed = Pipeline("w", A & B, JOB, within=timedelta(seconds=5))
+    assert queue_progress(windowed, [q(A, 1), q(B, 20)], now=T0 + timedelta(seconds=21)) == (1, 2)
 
 
 # --- agreement with advance, and with the head --------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,20 @@ from hypothesis import strategies as st
 from assetflow import (
     Asset,
     AssetAlias,
+    AssetAndTimeSchedule,
     AssetOrTimeSchedule,
     AssetWatcher,
     Catalog,
+    CronPartitionTimetable,
+    ExpectedArrival,
     HourlyMapper,
     KafkaTopic,
     PartitionedAssetSchedule,
     Pipeline,
     SparkJob,
     SqsQueue,
+    at_least,
+    late,
 )
 from assetflow.core.graph import _node_ids, condition_text, to_dot, to_mermaid
 from assetflow.loader import load_catalog
@@ -263,3 +269,35 @@ def test_graph_of_a_small_catalog_lists_everything() -> None:
         assert f"q{newline}alias:exports{newline}or cron 0 6 * * 1-5 Europe/Berlin" in text
         assert f"r{newline}s3://bucket/b{newline}partitioned, hourly{newline}max 4 active" in text
     assert dot_is_balanced(dot)
+
+
+def test_condition_text_of_the_operators() -> None:
+    a, b = Asset("a", "s3://bucket/a"), Asset("s3://bucket/b")
+    tree = (
+        (at_least(a, 3) & b.where({"status": ["ok"]}))
+        | a.then(b, within=timedelta(minutes=5))
+        | b.failed()
+        | late(a)
+    )
+    assert condition_text(tree, {"s3://bucket/a": "a"}) == (
+        '(at_least(a, 3) & s3://bucket/b.where({"status":["ok"]})) | a.then(s3://bucket/b, within=0:05:00) '
+        "| s3://bucket/b.failed() | late(a)"
+    )
+
+
+def test_labels_of_the_new_schedules() -> None:
+    a = Asset("s3://bucket/a", expect=ExpectedArrival("@daily"))
+    catalog = Catalog.build(
+        [
+            a,
+            Pipeline("manual", None, SparkJob("j.py")),
+            Pipeline("gate", AssetAndTimeSchedule("@hourly", a), SparkJob("j.py"), within=timedelta(hours=1)),
+            Pipeline("parts", CronPartitionTimetable("@daily", key_format="%Y-%m-%d"), SparkJob("j.py")),
+            Pipeline("tenants", PartitionedAssetSchedule(a, key="tenant"), SparkJob("j.py")),
+        ]
+    )
+    text = to_mermaid(catalog)
+    assert "manual<br/>manual only" in text
+    assert "gate<br/>s3://bucket/a<br/>at cron @hourly UTC<br/>within 1:00:00" in text
+    assert "parts<br/>cron @daily UTC<br/>partition keys %Y-%m-%d" in text
+    assert "tenants<br/>s3://bucket/a<br/>partitioned, identity, by tenant" in text

@@ -431,6 +431,12 @@ def test_head_waits_refuses_what_it_cannot_take() -> None:
     assert head.appended(single, [q(A, 2)]) is None
     # paused: whatever the condition, entries only queue
     assert head.waits(p, [q(B, 2)], now=T0, paused=True) is not None
+    # a within window that cuts through a key's entries: the summary cannot count, so the queue is read
+    windowed = Pipeline("w", at_least(A, 2), JOB, within=timedelta(seconds=10), debounce=timedelta(seconds=30))
+    cut = QueueHead("w", "", 1, 0, (), None, QueueSummary.of([q(A, 0), q(A, 1)]))
+    assert cut.waits(windowed, [q(A, 19)], now=T0 + timedelta(seconds=20)) is None
+    old = QueueHead("w", "", 1, 0, (), None, QueueSummary.of([q(A, 0), q(A, 1)]))
+    assert old.waits(windowed, [q(B, 19)], now=T0 + timedelta(seconds=20)) is not None  # a's are all too old
 
 
 def test_summary_json_keeps_counts_and_times_per_key() -> None:

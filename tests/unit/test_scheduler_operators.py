@@ -486,6 +486,7 @@ steps = st.lists(
         st.tuples(st.just("wait"), st.just(A), st.integers(1, 12), st.booleans(), st.booleans()),
         st.tuples(st.just("pause"), st.just(A), st.just(0), st.booleans(), st.booleans()),
     ),
+    min_size=8,
     max_size=40,
 )
 windows = st.sampled_from([None, timedelta(seconds=2), timedelta(seconds=5)])
@@ -563,7 +564,7 @@ def test_advance_matches_the_model_with_every_operator(
             model.add(Item(ev.id, ev.timestamp, "failure", asset.uri, frozenset(), frozenset()), True)
             sent.append(ev.id)
         elif kind == "late":
-            since = now - timedelta(seconds=5 + number)
+            since = now - timedelta(seconds=1 + number)
             ev = late_event(asset.uri, ArrivalStatus(True, now, since, None, None))
             entries.append(QueueEntry(ev))
             model.add(Item(ev.id, ev.timestamp, "late", asset.uri, frozenset(), frozenset(), since), True)
@@ -601,7 +602,9 @@ def test_advance_matches_the_model_with_every_operator(
     within=st.sampled_from([None, timedelta(seconds=1), timedelta(seconds=3)]),
     limit=st.one_of(st.none(), st.just(1)),
     plan=st.lists(
-        st.tuples(st.sampled_from([A, B, None]), st.integers(0, 3), st.integers(0, 2)), max_size=30
+        st.tuples(st.sampled_from([A, B, None]), st.integers(0, 3), st.integers(0, 2)),
+        min_size=5,
+        max_size=30,
     ),
 )
 def test_windows_match_the_model(

@@ -432,7 +432,9 @@ def test_head_waits_refuses_what_it_cannot_take() -> None:
     # paused: whatever the condition, entries only queue
     assert head.waits(p, [q(B, 2)], now=T0, paused=True) is not None
     # a within window that cuts through a key's entries: the summary cannot count, so the queue is read
-    windowed = Pipeline("w", at_least(A, 2), JOB, within=timedelta(seconds=10), debounce=timedelta(seconds=30))
+    windowed = Pipeline(
+        "w", at_least(A, 2), JOB, within=timedelta(seconds=10), debounce=timedelta(seconds=30)
+    )
     cut = QueueHead("w", "", 1, 0, (), None, QueueSummary.of([q(A, 0), q(A, 1)]))
     assert cut.waits(windowed, [q(A, 19)], now=T0 + timedelta(seconds=20)) is None
     old = QueueHead("w", "", 1, 0, (), None, QueueSummary.of([q(A, 0), q(A, 1)]))

@@ -409,3 +409,14 @@ def test_manual_and_time_only_pipelines(schedule: Any) -> None:
     p = Pipeline("p", schedule, JOB, outlets=[A])
     assert not p.schedule.has_assets and list(p.condition.iter_assets()) == []
     assert Pipeline.from_json(p.to_json()) == p
+
+
+def test_metadata_carries_a_data_version() -> None:
+    assert Metadata(B, {"rows": 1}, version="snap-42").to_json() == {
+        "asset": "s3://bucket/b",
+        "extra": {"rows": 1},
+        "alias": None,
+        "version": "snap-42",
+    }
+    with pytest.raises(DefinitionError, match="version must be a non-empty string"):
+        Metadata(B, version="")

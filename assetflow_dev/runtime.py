@@ -280,6 +280,7 @@ class LocalRuntime:
         document: dict[str, Any] = {
             "endpoints": {k: v for k, v in endpoints.items() if k != "dynamodbstreams"},
             "api": {"url": self.api.url if self.api is not None else None, "token": self.token},
+            "ui": self.api.ui_url if self.api is not None else None,
             "env": env,
             "launcher": self.options.launcher,
             "pid": os.getpid(),

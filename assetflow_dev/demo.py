@@ -453,6 +453,15 @@ def _scenario(options: RuntimeOptions) -> tuple[Catalog, ProjectDemo | None]:
     )
 
 
+def check_demo(options: RuntimeOptions) -> None:
+    """Refuse, before anything starts, definitions the demo cannot run.
+
+    Raises:
+        DemoError: no demo file and not the repository's examples, or a demo file that does not fit.
+    """
+    _scenario(options)
+
+
 def run_demo(
     options: RuntimeOptions,
     *,

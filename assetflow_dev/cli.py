@@ -619,6 +619,7 @@ def cmd_dev_up(args: argparse.Namespace) -> int:
     """Run the local runtime in the foreground until Ctrl-C or SIGTERM."""
     _preflight(args)
     from assetflow_dev.runtime import LocalRuntime
+
     options = _runtime_options(args, Path.cwd() / ".assetflow")
     _log_to(options.work_dir / "logs" / "runtime.log")
     runtime = LocalRuntime(options, observe=lambda line: print(f"  {line}", flush=True))

@@ -30,6 +30,7 @@ clean:
 
 # The distribution users install (`pip install dist/assetflow-*.whl[local,cdk]`).
 wheel: setup
+	rm -rf build/lib build/bdist.* dist/assetflow-*.whl
 	$(BIN)/pip wheel --quiet --disable-pip-version-check --no-deps -w dist .
 	@ls -l dist/assetflow-*.whl
 

@@ -630,6 +630,7 @@ def cmd_dev_up(args: argparse.Namespace) -> int:
                 print(json.dumps(runtime.dev_config(), indent=2, sort_keys=True))
                 print(
                     f"ready in {runtime.startup_seconds:.1f} s; wrote {runtime.dev_config_path}. "
+                    f"The web page: {runtime.dev_config().get('ui')} . "
                     f"Logs are under {options.work_dir}/logs (functions.log, runtime.log, one file per job run). "
                     "Ctrl-C stops everything.",
                     flush=True,

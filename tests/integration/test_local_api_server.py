@@ -468,3 +468,16 @@ def test_the_redirect_from_ui_to_ui_slash(serve: Callable[..., LocalApiServer], 
         assert response.status == 301 and response.getheader("Location") == "/ui/"
     finally:
         connection.close()
+
+
+def test_the_real_web_page_is_served_from_the_package(serve: Callable[..., LocalApiServer]) -> None:
+    from assetflow_dev.api_server import UI_STATIC
+
+    server = serve(lambda event, context: {"statusCode": 200})
+    index = call(server, "GET", "/ui/")
+    assert index[0] == 200 and index[2] == (UI_STATIC / "index.html").read_bytes()
+    for script in sorted(UI_STATIC.glob("*.js")):
+        status, headers, body = call(server, "GET", f"/ui/{script.name}")
+        assert status == 200 and headers["content-type"].startswith("text/javascript"), script.name
+        assert body == script.read_bytes()
+    assert call(server, "GET", "/ui/app.css")[1]["content-type"].startswith("text/css")

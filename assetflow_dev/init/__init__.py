@@ -79,8 +79,11 @@ def create_project(target: Path) -> list[Path]:
             out.write_text(text, encoding="utf-8")
             written.append(target / relative)
         if target.is_dir():
-            target.rmdir()  # empty (checked above): replaced by the staged folder
-        staging.rename(target)
+            # An existing empty folder (perhaps the working directory) stays: the files move into it.
+            for child in sorted(staging.iterdir()):
+                child.rename(target / child.name)
+        else:
+            staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return written

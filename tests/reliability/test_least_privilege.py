@@ -316,6 +316,8 @@ def test_every_functions_requests_are_within_its_table_grants(
         ("GET", "/pipelines/ops_dashboard/queue", ""),
         ("GET", "/pipelines/deliveries_etl/runs", ""),
         ("GET", "/quarantine", ""),
+        ("GET", "/runs", ""),
+        ("GET", "/catalog", ""),
         ("DELETE", "/pipelines/ops_dashboard/queue", ""),
     ):
         assert api(world, method, path, query=query) == 200, (method, path)

@@ -185,13 +185,13 @@ class FailureReplayer:
         if self._streams is None:
             raise _GoneError("no DynamoDB Streams client to read the batch back from the stream")
         stream_arn, shard = str(info.get("streamArn")), str(info.get("shardId"))
-        start, end = int(info["startSequenceNumber"]), int(info["endSequenceNumber"])
+        start, end = str(info["startSequenceNumber"]), int(info["endSequenceNumber"])
         try:
             iterator = self._streams.get_shard_iterator(
                 StreamArn=stream_arn,
                 ShardId=shard,
                 ShardIteratorType="AT_SEQUENCE_NUMBER",
-                SequenceNumber=str(start),
+                SequenceNumber=start,
             )["ShardIterator"]
         except Exception as exc:  # TrimmedDataAccessException, ResourceNotFoundException
             raise _GoneError(

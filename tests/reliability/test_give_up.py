@@ -270,25 +270,53 @@ def test_an_evaluation_that_fails_its_retries_is_kept_whole_and_replayed_once(
     FIGURES["replayed"] += 2
 
 
+def test_a_failure_record_without_its_records_is_read_back_from_the_stream(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a failed evaluation kept as an SQS destination keeps it: the batch's sequence numbers only
+    before = len(world.runs("on_demand"))
+    world.faults.arm("main", "dynamodb", "put_item")
+    world.emit("metadata-only-1")
+    (key,) = eventually(world.failure_objects, what="the failed batch")
+    bucket = world.dev["failures"]["bucket"]
+    record = json.loads(world.s3().get_object(Bucket=bucket, Key=key)["Body"].read())
+    del record["payload"]
+    world.s3().put_object(Bucket=bucket, Key=key, Body=json.dumps(record).encode())
+    world.faults.disarm()
+
+    # When it is replayed (within the stream's 24 hours)
+    code, report = world.cli(capsys, "replay-failures")
+
+    # Then its records were read back from the stream by their sequence numbers, and evaluated
+    assert (code, report["replayed"]) == (0, 1) and report["items"][0]["detail"] == "1 record(s)"
+    eventually(lambda: len(world.runs("on_demand")) == before + 1, what="the run")
+    FIGURES["replayed"] += 1
+
+
 def test_a_job_state_change_that_fails_its_retries_is_kept_and_replayed_into_the_run(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
     queue = world.dev["failures"]["queues"]["run-state"]
     # Given the job's SUCCESS failing to move its run, every time (RUNNING went through)
+    earlier = {r["run_id"] for r in world.runs("on_demand")}
     world.faults.arm("main", "dynamodb", "transact_write_items", when=_moves_a_run_to("success"))
     world.emit("job-state-1")
-    eventually(lambda: world.runs("on_demand"), what="the run")
+
+    def run() -> dict[str, Any] | None:
+        return next((r for r in world.runs("on_demand") if r["run_id"] not in earlier), None)
+
+    eventually(run, what="the run")
 
     # When the run-state function's retries run out: the event is in its on-failure queue, the run running
     eventually(lambda: world.queue_depth(queue) == 1, what="the kept job state event")
-    assert world.runs("on_demand")[0]["state"] == "running"
+    assert run()["state"] == "running"  # type: ignore[index]
     FIGURES["async invocations given up"] += 1
 
     # Then the replay ends the run (and a replay with nothing left does nothing)
     world.faults.disarm()
     code, report = world.cli(capsys, "replay-failures")
     assert (code, report["replayed"]) == (0, 1)
-    assert world.runs("on_demand")[0]["state"] == "success"
+    assert run()["state"] == "success"  # type: ignore[index]
     assert world.queue_depth(queue) == 0
     assert world.cli(capsys, "replay-failures")[1]["found"] == 0
     FIGURES["replayed"] += 1

@@ -1,4 +1,4 @@
-"""``Transition.held``: the core says when ``max_active_runs`` alone stopped a run the queue could make now."""
+"""``blocked_by == "max_active_runs"``: what the store conditions a held transition on (Airflow #56050)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_a_satisfied_queue_at_its_run_limit_is_held() -> None:
 
     t = advance(pipeline, QueueState("p"), active_runs=1, now=T0, entries=[entry(A, 1)])
 
-    assert t.changed and t.runs == () and t.held
+    assert t.changed and t.runs == () and t.blocked_by == "max_active_runs"
 
 
 def test_runs_up_to_the_limit_with_more_waiting_are_held() -> None:
@@ -30,7 +30,7 @@ def test_runs_up_to_the_limit_with_more_waiting_are_held() -> None:
 
     t = advance(pipeline, QueueState("p"), active_runs=0, now=T0, entries=[entry(A, n) for n in range(3)])
 
-    assert len(t.runs) == 2 and t.held
+    assert len(t.runs) == 2 and t.blocked_by == "max_active_runs"
 
 
 def test_nothing_is_held_when_the_condition_waits_or_there_is_no_limit() -> None:
@@ -47,8 +47,8 @@ def test_nothing_is_held_when_the_condition_waits_or_there_is_no_limit() -> None
         entries=[entry(A, 1)],
     )
 
-    assert not waiting.held and not free.held
-    assert len(all_taken.runs) == 1 and not all_taken.held
+    assert waiting.blocked_by != "max_active_runs" and free.blocked_by != "max_active_runs"
+    assert len(all_taken.runs) == 1 and all_taken.blocked_by != "max_active_runs"
 
 
 def test_a_held_tick_is_held() -> None:
@@ -56,4 +56,4 @@ def test_a_held_tick_is_held() -> None:
 
     t = advance(pipeline, QueueState("t"), active_runs=1, now=T0, ticks=[T0])
 
-    assert t.runs == () and t.after.pending_ticks == (T0,) and t.held
+    assert t.runs == () and t.after.pending_ticks == (T0,) and t.blocked_by == "max_active_runs"

@@ -141,8 +141,10 @@ class DynamoDbQueueStore(DynamoDbTable):
         writes += [
             {"Put": run_put(self.table, run, partition, stored.generation, pipeline.batch)} for run in t.runs
         ]
-        if t.runs or t.held:
-            writes.append(self._active_runs_write(pipeline, len(t.runs), held=t.held))
+        # The core's decision after the runs it made: still due but for a free slot (Airflow #56050's case).
+        held = t.blocked_by == "max_active_runs"
+        if t.runs or held:
+            writes.append(self._active_runs_write(pipeline, len(t.runs), held=held))
         if len(writes) > 100:
             raise ValueError(
                 f"a transition of {len(writes)} writes exceeds DynamoDB's 100; feed fewer entries at once"

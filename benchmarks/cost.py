@@ -343,6 +343,10 @@ IDLE_FREE: Mapping[str, tuple[str, str]] = {
     "AWS::IAM::Policy": ("free", "no charge"),
     "AWS::IAM::ManagedPolicy": ("free", "no charge (the API's read, emit and operate policies)"),
     "AWS::Lambda::Permission": ("free", "no charge"),
+    "AWS::Lambda::EventInvokeConfig": (
+        "free",
+        "no charge (asynchronous retries and the on-failure destination)",
+    ),
     "AWS::Lambda::LayerVersion": ("free", "the public Powertools layer; code storage only"),
     "AWS::SQS::QueuePolicy": ("free", "no charge"),
     "AWS::S3::BucketPolicy": ("free", "no charge"),
@@ -355,10 +359,17 @@ IDLE_FREE: Mapping[str, tuple[str, str]] = {
     "AWS::ApiGatewayV2::Api": ("per-request", "HTTP API requests"),
     "AWS::SQS::Queue": ("per-request", "requests (the pollers' empty receives are on the mapping line)"),
     "AWS::Events::EventBus": ("per-request", "custom events put"),
-    "AWS::Events::Rule": ("per-request", "matches AWS service events: free"),
+    "AWS::Events::Rule": (
+        "per-request",
+        "matches AWS service events and starts the reconciliation sweep on its rate: free (the sweep's "
+        "invocations, 288 a day at 5 min, are Lambda requests: well under a cent)",
+    ),
     "AWS::DynamoDB::Table": ("storage", "on-demand: requests, storage and PITR by size; ~$0 when empty"),
     "AWS::Logs::LogGroup": ("storage", "ingestion and storage by size"),
-    "AWS::S3::Bucket": ("storage", "requests and storage by size (code and run contexts: megabytes)"),
+    "AWS::S3::Bucket": (
+        "storage",
+        "requests and storage by size (code, run contexts and failure records: megabytes)",
+    ),
 }
 
 
@@ -1060,8 +1071,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Lambda GB-seconds are measured locally against emulators (slower than AWS's DynamoDB): an upper estimate.",
         f"X-Ray: {XRAY_SAMPLING:.0%} of invocations traced; logs: Powertools output plus "
         f"{LAMBDA_PLATFORM_LOG_BYTES} bytes of Lambda's own lines per invocation.",
-        "Not priced here: Spark job compute on EMR Serverless (per job, not per event), KMS requests (data keys "
-        "are cached), the HTTP API.",
+        "Not priced here: Spark job compute on EMR Serverless (per job, not per event), KMS requests (data keys are "
+        "cached; one MAC per run submitted or read back, for its outlet token), the HTTP API.",
     ]
     for name, template in sorted(templates.items()):
         memory = _template_memory(template)

@@ -17,7 +17,7 @@ from botocore.config import Config
 
 from assetflow.adapters.clients import aws_client
 from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.eventbridge import EventBridgeBus
+from assetflow.adapters.eventbridge import EventBridgeBus, parse_detail_types
 from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.core.catalog import Catalog
 from assetflow.ports import ListenerBus, NullBus
@@ -53,6 +53,10 @@ class Settings:
     path_map: Mapping[str, str] | None = None
     #: The watcher an ingest function serves (the stack deploys one per watcher; its queue's name is generated).
     watcher_name: str | None = None
+    #: The listener event types published (``LISTENER_EVENTS``, comma-separated); None: all of them.
+    listener_events: frozenset[str] | None = None
+    #: Assets whose events are spread over several partitions (``ASSETFLOW_EVENT_SHARDS``: ``{uri: n}``).
+    event_shards: Mapping[str, int] | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -72,6 +76,20 @@ class Settings:
                 raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object") from exc
             if not isinstance(path_map, dict):
                 raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object")
+        try:
+            listener_events = parse_detail_types(environ.get("LISTENER_EVENTS"))
+        except ValueError as exc:
+            raise SettingsError(f"LISTENER_EVENTS: {exc}") from exc
+        event_shards = None
+        if environ.get("ASSETFLOW_EVENT_SHARDS"):
+            try:
+                event_shards = json.loads(environ["ASSETFLOW_EVENT_SHARDS"])
+            except ValueError as exc:
+                raise SettingsError("ASSETFLOW_EVENT_SHARDS must be a JSON object") from exc
+            if not isinstance(event_shards, dict) or not all(
+                isinstance(n, int) and n >= 1 for n in event_shards.values()
+            ):
+                raise SettingsError("ASSETFLOW_EVENT_SHARDS must map asset URIs to shard counts (1 or more)")
         return cls(
             table_name=environ["TABLE_NAME"],
             catalog_path=environ["CATALOG_PATH"],
@@ -83,6 +101,8 @@ class Settings:
             region=environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"),
             path_map=path_map,
             watcher_name=environ.get("WATCHER_NAME") or None,
+            listener_events=listener_events,
+            event_shards=event_shards,
         )
 
 
@@ -125,8 +145,17 @@ class Dependencies:
 
     @cached_property
     def store(self) -> DynamoDbStore:
-        """The DynamoDB store."""
-        return DynamoDbStore(self.client("dynamodb"), self.settings.table_name)
+        """The DynamoDB store (an asset's summary gets its declared name from the catalog, when it is made)."""
+        store = DynamoDbStore(
+            self.client("dynamodb"), self.settings.table_name, event_shards=self.settings.event_shards
+        )
+
+        def asset_name(uri: str) -> str | None:
+            known = self.catalog.assets.get(uri)
+            return known.name if known else None
+
+        store.asset_name = asset_name
+        return store
 
     @cached_property
     def extras(self) -> S3ExtrasStore | None:
@@ -141,9 +170,11 @@ class Dependencies:
     @cached_property
     def bus(self) -> ListenerBus:
         """The listener bus (dropped when no bus is configured)."""
-        if not self.settings.event_bus_name:
+        if not self.settings.event_bus_name or self.settings.listener_events == frozenset():
             return NullBus()
-        return EventBridgeBus(self.client("events"), self.settings.event_bus_name)
+        return EventBridgeBus(
+            self.client("events"), self.settings.event_bus_name, detail_types=self.settings.listener_events
+        )
 
     @cached_property
     def launcher(self) -> Any:

@@ -83,7 +83,9 @@ def check_partition_key(key: Any, *, what: str = "partition_key") -> str:
     except UnicodeEncodeError as exc:
         raise LimitError(f"{what} is not valid Unicode text (an unpaired surrogate)") from exc
     if size > MAX_PARTITION_KEY_BYTES:
-        raise LimitError(f"{what} is {size} bytes long (UTF-8), over the limit of {MAX_PARTITION_KEY_BYTES} bytes")
+        raise LimitError(
+            f"{what} is {size} bytes long (UTF-8), over the limit of {MAX_PARTITION_KEY_BYTES} bytes"
+        )
     for char in key:
         if char in _PATH_SEPARATORS:
             raise LimitError(f"{what} must not contain {char!r} (keys name folders in jobs)")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from assetflow.core.pipeline import Pipeline
-from assetflow.core.scheduler import QueueEntry, QueueState
+from assetflow.core.scheduler import QueueEntry, QueueState, Transition
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,28 @@ class StoredQueue:
 
     state: QueueState
     generation: int
+
+    def after(self, pipeline: Pipeline, transition: Transition) -> StoredQueue:
+        """The queue once ``transition`` is applied.
+
+        The n-th batch run of a transition consumes generation ``generation + n`` (the first one with what
+        was queued before), and what stays is in the next one.
+        """
+        runs = sum(1 for r in transition.runs if r.scheduled_time is None) if pipeline.batch else 0
+        return StoredQueue(transition.after, self.generation + runs)
+
+    def head(self) -> QueueHead:
+        """This queue's head, with the summary of its entries."""
+        state = self.state
+        return QueueHead(
+            pipeline=state.pipeline,
+            key=state.key,
+            version=state.version,
+            generation=self.generation,
+            pending_ticks=state.pending_ticks,
+            last_tick=state.last_tick,
+            summary=QueueSummary.of(state.entries),
+        )
 
 
 #: Entries one append may take: its transaction holds the head and two writes per entry (DynamoDB: 100).

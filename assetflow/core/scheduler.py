@@ -9,7 +9,7 @@ If the condition fails another evaluator got there first: re-read and call the f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -161,9 +161,16 @@ def advance(
     queued, added = _queue_entries(state, entries)
     pending, last_tick, ticked = _hold_ticks(pipeline, state, ticks)
     slots = None if pipeline.max_active_runs is None else max(0, pipeline.max_active_runs - active_runs)
-    taken = _take_runs(
-        pipeline, state, sorted(queued.values(), key=lambda e: e.sort_key), pending, slots, utc(now)
-    )
+    if pipeline.batch and added:
+        # Arrivals are judged one at a time, in the order given (the stream's): a run is made the moment
+        # its condition holds, so a batch of arrivals makes the same runs as the same arrivals one by one.
+        taken = _take_arrivals(
+            pipeline, state, sorted(state.entries, key=lambda e: e.sort_key), added, pending, slots, utc(now)
+        )
+    else:
+        taken = _take_runs(
+            pipeline, state, sorted(queued.values(), key=lambda e: e.sort_key), pending, slots, utc(now)
+        )
     if not (added or taken.consumed or taken.runs or ticked):
         return Transition(before=state, after=state)
     after = replace(
@@ -224,6 +231,62 @@ class _Taken:
     more: bool = False
 
 
+def _run_maker(
+    pipeline: Pipeline, state: QueueState, now: datetime
+) -> Callable[[str, Sequence[QueueEntry], datetime | None], Run]:
+    def make_run(discriminator: str, events: Sequence[QueueEntry], scheduled: datetime | None) -> Run:
+        return Run(
+            run_id=run_id_for(pipeline.id, state.key, discriminator),
+            pipeline=pipeline.id,
+            state=RunState.QUEUED,
+            created_at=now,
+            partition_key=state.key or None,
+            triggering_asset_events=group_events(e.event for e in events),
+            scheduled_time=scheduled,
+        )
+
+    return make_run
+
+
+def _take_arrivals(
+    pipeline: Pipeline,
+    state: QueueState,
+    queued: list[QueueEntry],
+    arrivals: Sequence[QueueEntry],
+    pending: list[datetime],
+    slots: int | None,
+    now: datetime,
+) -> _Taken:
+    """A batch pipeline's runs when ``arrivals`` join ``queued`` one after the other.
+
+    Held ticks and what is already queued go first (as in :func:`_take_runs`); then each arrival is queued
+    and, while a slot is free, a run is made as soon as the condition holds over the queue. The first batch
+    run of a transition is ``v<version>``, the next ``v<version>.<n>``.
+    """
+    taken = _take_runs(pipeline, state, queued, pending, slots, now)
+    make_run = _run_maker(pipeline, state, now)
+    version = state.version + 1
+    current = list(taken.remaining)
+    batch_runs = sum(1 for run in taken.runs if run.scheduled_time is None)
+    for arrival in arrivals:
+        current.append(arrival)
+        if taken.more or (slots is not None and len(taken.runs) >= slots):
+            continue
+        if len(taken.runs) >= MAX_RUNS_PER_TRANSITION:
+            taken.more = True
+            continue
+        present = QueueState(pipeline.id, entries=tuple(current))
+        if not pipeline.condition.evaluate(present.assets(), present.aliases()):
+            continue
+        discriminator = f"v{version}" if batch_runs == 0 else f"v{version}.{batch_runs}"
+        taken.runs.append(make_run(discriminator, sorted(current, key=lambda e: e.sort_key), None))
+        taken.consumed.extend(current)
+        batch_runs += 1
+        current = []
+    taken.remaining = sorted(current, key=lambda e: e.sort_key)
+    return taken
+
+
 def _take_runs(
     pipeline: Pipeline,
     state: QueueState,
@@ -235,17 +298,7 @@ def _take_runs(
     """Make runs, held ticks first, while the schedule holds and a slot is free (at most a transition's)."""
     taken = _Taken(remaining=remaining, pending=pending)
     version = state.version + 1
-
-    def make_run(discriminator: str, events: Sequence[QueueEntry], scheduled: datetime | None) -> Run:
-        return Run(
-            run_id=run_id_for(pipeline.id, state.key, discriminator),
-            pipeline=pipeline.id,
-            state=RunState.QUEUED,
-            created_at=now,
-            partition_key=state.key or None,
-            triggering_asset_events=group_events(e.event for e in events),
-            scheduled_time=scheduled,
-        )
+    make_run = _run_maker(pipeline, state, now)
 
     while slots is None or len(taken.runs) < slots:
         if len(taken.runs) >= MAX_RUNS_PER_TRANSITION:

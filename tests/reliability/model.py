@@ -202,17 +202,26 @@ def replay(catalog: Mapping[str, Any], applied: Sequence[Applied]) -> list[str]:
         queued: list[tuple[str, str, tuple[str, ...], str]] = []
         ever: set[str] = set()
         for a in history:
+            model_runs: list[tuple[str, ...]] = []
+            if (
+                doc["batch"]
+                and queued
+                and holds(cond, {e[1] for e in queued}, {x for e in queued for x in e[2]})
+            ):
+                model_runs.append(tuple(sorted(e[0] for e in queued)))  # what a freed slot releases
+                queued = []
             for entry in a.added:
                 if entry[0] in ever:
                     violations.append(f"{pid}/{key}: event {entry[0]} queued twice (version {a.before})")
                 ever.add(entry[0])
                 queued.append(entry)
-            model_runs: list[tuple[str, ...]] = []
-            if doc["batch"]:
-                if queued and holds(cond, {e[1] for e in queued}, {x for e in queued for x in e[2]}):
+                # A transition may queue several arrivals (a stream batch): each is judged as it arrives,
+                # in the order the transition lists them (the stream's), and makes a run the moment the
+                # condition holds.
+                if doc["batch"] and holds(cond, {e[1] for e in queued}, {x for e in queued for x in e[2]}):
                     model_runs.append(tuple(sorted(e[0] for e in queued)))
                     queued = []
-            else:
+            if not doc["batch"]:
                 for entry in sorted(queued, key=lambda e: (e[3], e[0])):
                     model_runs.append((entry[0],))
                 queued = []
@@ -289,7 +298,7 @@ def check_store(
     - ``batch=False`` pipelines make exactly one run per routed event;
     - every run was accepted by the launcher (by default: the run recorded a job run id), and the active-run
       counter equals the runs not yet ended (``runs_end``: the runs were moved to a final state, the counter
-      is 0).
+      is 0). Only pipelines with ``max_active_runs`` keep the counter; the others' is 0.
     """
     check = StoreCheck()
     bad = check.violations
@@ -372,7 +381,10 @@ def check_store(
             outcome.expected_runs = outcome.routed
             if sum(1 for r in runs if r.scheduled_time is None) != outcome.routed:
                 bad.append(f"{pid}: {outcome.runs} runs for {outcome.routed} events (batch=False: one each)")
-        active = 0 if runs_end else sum(1 for r in runs if r.state.active)
+        # Only a pipeline with max_active_runs keeps the counter (nothing else reads it).
+        active = (
+            0 if runs_end or doc.get("max_active_runs") is None else sum(1 for r in runs if r.state.active)
+        )
         if store.active_runs(pid) != active:
             bad.append(f"{pid}: the active-run counter is {store.active_runs(pid)}, not {active}")
     return check

@@ -241,7 +241,7 @@ def load_context(
     event_reader: EventReader | None = None,
     s3_client: Any = None,
 ) -> RunContext:
-    """Read and parse the run context at ``context_uri`` (``s3://``, ``file://`` or a path).
+    """Read and parse the run context at ``context_uri`` (``s3://``, ``file://``, a path, or inline ``data:``).
 
     Raises:
         RunContextError: when it cannot be read or is not a version-1 run context.
@@ -308,6 +308,11 @@ class Run:
             )
             return
         document = context.outlet_metadata()
+        if not any(value for key, value in document.items() if key not in ("format", "version", "run_id")):
+            # Nothing to say beyond "succeeded": no object (an S3 PUT per run), the declared outlets are emitted
+            # without extras, as for a job that wrote none.
+            logger.info("no outlet metadata to write pipeline=%s run_id=%s", context.pipeline, context.run_id)
+            return
         write_text(
             context.outlet_metadata_uri,
             json.dumps(document, indent=2, sort_keys=True),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +24,8 @@ from assetflow_job.contract import (
     CONTEXT_FILE,
     CONTEXT_FORMAT,
     DOCUMENT_VERSION,
+    INLINE_CONTEXT_MAX_CHARS,
+    INLINE_CONTEXT_PREFIX,
     OUTLET_METADATA_FILE,
     OUTLET_METADATA_FORMAT,
     PY_FILES_ARCHIVE,
@@ -144,10 +148,11 @@ def _is_retryable(exc: ClientError) -> bool:
 class EmrServerlessLauncher:
     """Starts a run's PySpark job on EMR Serverless (the ``Launcher`` port).
 
-    ``submit`` first writes the run context to ``s3://<runs_bucket>/runs/<pipeline>/<run_id>/context.json``
-    (the same bytes on every attempt), then calls ``StartJobRun`` with a ``clientToken`` derived from the run
-    id, so EMR answers a repeated submission with the job run it already started. moto ignores the token, so
-    a repeated ``submit`` in one process also returns the job run id it remembers.
+    ``submit`` passes the run context in the job's arguments when it is small (``inline_contexts``), else
+    first writes it to ``s3://<runs_bucket>/runs/<pipeline>/<run_id>/context.json`` (the same bytes on every
+    attempt); then it calls ``StartJobRun`` with a ``clientToken`` derived from the run id, so EMR answers a
+    repeated submission with the job run it already started. moto ignores the token, so a repeated ``submit``
+    in one process also returns the job run id it remembers.
     """
 
     def __init__(
@@ -164,6 +169,7 @@ class EmrServerlessLauncher:
         path_map: Mapping[str, str] | None = None,
         events_endpoint_url: str | None = None,
         py_files_archive: str = PY_FILES_ARCHIVE,
+        inline_contexts: bool = True,
     ) -> None:
         self._emr = emr_client
         self._s3 = s3_client
@@ -174,7 +180,9 @@ class EmrServerlessLauncher:
         self.events_table = {"name": events_table, "region": region, "endpoint_url": events_endpoint_url}
         self.path_map = dict(path_map or {})
         self.py_files_uri = _code_uri(runs_bucket, code_prefix, py_files_archive)
+        self.inline_contexts = inline_contexts
         self._submitted: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
 
     # ---- the port ------------------------------------------------------------------------------------
 
@@ -187,10 +195,41 @@ class EmrServerlessLauncher:
         """
         if run.pipeline != pipeline.id:
             raise ValueError(f"run {run.run_id} belongs to {run.pipeline!r}, not {pipeline.id!r}")
-        known = self._submitted.get(run.run_id)
+        with self._lock:
+            known = self._submitted.get(run.run_id)
         if known is not None:
             return known
-        uri = context_uri(self.runs_bucket, pipeline.id, run.run_id)
+        uri = self.context_argument(run, pipeline)
+        if not uri.startswith(INLINE_CONTEXT_PREFIX):
+            bucket, key = split_s3_uri(uri)
+            self._call(
+                "PutObject",
+                run.run_id,
+                self._s3.put_object,
+                Bucket=bucket,
+                Key=key,
+                Body=self._document(run, pipeline),
+                ContentType="application/json",
+            )
+        answer = self._call(
+            "StartJobRun", run.run_id, self._emr.start_job_run, **self.job_request(run, pipeline, context=uri)
+        )
+        job_run_id = str(answer["jobRunId"])
+        self._remember(run.run_id, job_run_id)
+        logger.info(
+            "job run started",
+            extra={
+                "run_id": run.run_id,
+                "pipeline": pipeline.id,
+                "job_run_id": job_run_id,
+                "context": "inline" if uri.startswith(INLINE_CONTEXT_PREFIX) else uri,
+            },
+        )
+        return job_run_id
+
+    # ---- helpers -------------------------------------------------------------------------------------
+
+    def _document(self, run: Run, pipeline: Pipeline) -> bytes:
         document = run_context_document(
             run,
             pipeline,
@@ -198,31 +237,25 @@ class EmrServerlessLauncher:
             events_table=self.events_table,
             path_map=self.path_map,
         )
-        bucket, key = split_s3_uri(uri)
-        self._call(
-            "PutObject",
-            run.run_id,
-            self._s3.put_object,
-            Bucket=bucket,
-            Key=key,
-            Body=canonical_json(document).encode(),
-            ContentType="application/json",
-        )
-        answer = self._call(
-            "StartJobRun", run.run_id, self._emr.start_job_run, **self.job_request(run, pipeline)
-        )
-        job_run_id = str(answer["jobRunId"])
-        self._remember(run.run_id, job_run_id)
-        logger.info(
-            "job run started",
-            extra={"run_id": run.run_id, "pipeline": pipeline.id, "job_run_id": job_run_id, "context": uri},
-        )
-        return job_run_id
+        return canonical_json(document).encode()
 
-    # ---- helpers -------------------------------------------------------------------------------------
+    def context_argument(self, run: Run, pipeline: Pipeline) -> str:
+        """What ``--assetflow-context`` names: the context itself when small enough, else its S3 object.
 
-    def job_request(self, run: Run, pipeline: Pipeline) -> dict[str, Any]:
-        """The ``StartJobRun`` parameters of a run (deterministic: every attempt sends the same request)."""
+        Inline, the context costs no S3 PUT (by the launcher) and no GET (by the job); a run of many or large
+        events goes through S3, as the job argument's length is limited.
+        """
+        if self.inline_contexts:
+            inline = INLINE_CONTEXT_PREFIX + base64.b64encode(self._document(run, pipeline)).decode("ascii")
+            if len(inline) <= INLINE_CONTEXT_MAX_CHARS:
+                return inline
+        return context_uri(self.runs_bucket, pipeline.id, run.run_id)
+
+    def job_request(self, run: Run, pipeline: Pipeline, *, context: str | None = None) -> dict[str, Any]:
+        """The ``StartJobRun`` parameters of a run (deterministic: every attempt sends the same request).
+
+        ``context`` is the context argument, when the caller has it already (``context_argument``).
+        """
         job = pipeline.job
         conf = dict(job.spark_conf)
         # --py-files would replace a pipeline's own spark.submit.pyFiles: ship both.
@@ -232,7 +265,7 @@ class EmrServerlessLauncher:
             "entryPointArguments": [
                 *job.arguments,
                 CONTEXT_ARGUMENT,
-                context_uri(self.runs_bucket, pipeline.id, run.run_id),
+                context or self.context_argument(run, pipeline),
             ],
             "sparkSubmitParameters": "--py-files " + ",".join(dict.fromkeys(py_files)),
         }
@@ -277,9 +310,10 @@ class EmrServerlessLauncher:
         return str(run_id) if run_id else None
 
     def _remember(self, run_id: str, job_run_id: str) -> None:
-        self._submitted[run_id] = job_run_id
-        while len(self._submitted) > _MEMO_SIZE:
-            self._submitted.popitem(last=False)
+        with self._lock:  # runs of a batch are submitted from several threads
+            self._submitted[run_id] = job_run_id
+            while len(self._submitted) > _MEMO_SIZE:
+                self._submitted.popitem(last=False)
 
     @staticmethod
     def _call(operation: str, run_id: str, method: Any, **kwargs: Any) -> Any:

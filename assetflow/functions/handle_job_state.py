@@ -49,7 +49,10 @@ def lambda_handler(
             extra={"application_id": application_id, "job_run_id": job_run_id},
         )
         return {"status": "ignored", "reason": "another application"}
-    change = resolved.run_states.handle_state_change(job_run_id, state, str(application_id or ""))
+    name = detail.get("jobRunName")
+    change = resolved.run_states.handle_state_change(
+        job_run_id, state, str(application_id or ""), job_run_name=name if isinstance(name, str) else None
+    )
     return {
         "status": "ignored" if change.ignored else "recorded",
         "reason": change.ignored,

@@ -50,6 +50,10 @@ def run_put(table: str, run: Run, trigger: Mapping[str, Any], *, counted: bool) 
     return {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
 
 
+#: A state change that names its job moves only that job's run (or a run with no job run id yet).
+_JOB_CONDITION = " AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
+
+
 def _run_key(run_id: str) -> dict[str, Any]:
     return {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")}
 
@@ -251,9 +255,9 @@ class DynamoDbRunStore(DynamoDbTable):
         """Move a run to ``new`` if the state table allows it; a move out of an active state frees a slot.
 
         Returns the run as stored afterwards and whether this call moved it (False for a duplicate or a
-        late, out-of-order state event, which change nothing). A run that does not count in its pipeline's
-        active runs moves with one conditional update; a counted one with a transaction that also takes it
-        off the counter, exactly once.
+        late, out-of-order state event, which change nothing, and for a ``job_run_id`` that is not the
+        run's). A run that does not count in its pipeline's active runs moves with one conditional update; a
+        counted one with a transaction that also takes it off the counter, exactly once.
 
         Raises:
             NotFoundError: no such run.
@@ -267,6 +271,7 @@ class DynamoDbRunStore(DynamoDbTable):
             ":uncounted": {"BOOL": False}
         }
         condition = f"#s IN ({', '.join(f':p{n}' for n in range(len(allowed)))}) AND counted = :uncounted"
+        condition += _JOB_CONDITION if job_run_id else ""
         try:
             answer = self._call(
                 "update_item",
@@ -286,8 +291,10 @@ class DynamoDbRunStore(DynamoDbTable):
             if old is None:
                 raise NotFoundError(f"no run {run_id!r}")
             run = self._run_from_item(old, with_events=False)
-            if run.state not in previous_states(new):
-                return run, False
+            if run.state not in previous_states(new) or (
+                job_run_id and run.job_run_id not in (None, job_run_id)
+            ):
+                return run, False  # a late or repeated state, or another job's: nothing moves
             moved = self._move_counted(run, new, job_run_id, counted=old.get("counted", {}).get("BOOL", True))
             if moved is not None:
                 return moved, True
@@ -316,7 +323,7 @@ class DynamoDbRunStore(DynamoDbTable):
                     "TableName": self.table,
                     "Key": _run_key(run.run_id),
                     "UpdateExpression": update,
-                    "ConditionExpression": "#s = :cur",
+                    "ConditionExpression": "#s = :cur" + (_JOB_CONDITION if job_run_id else ""),
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": values,
                 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from aws_cdk import Annotations, Duration
@@ -125,6 +126,12 @@ class AssetflowService(Construct):
                 "EMR_JOB_ROLE_ARN": self.spark.job_role.role_arn,
                 "CATALOG_PATH": f"{LAMBDA_TASK_ROOT}/{CATALOG_FILE}",
                 "POWERTOOLS_METRICS_NAMESPACE": QUARANTINE_NAMESPACE,
+                "LISTENER_EVENTS": ",".join(self.config.listener_events),
+                **(
+                    {"ASSETFLOW_EVENT_SHARDS": json.dumps(dict(self.config.event_shards), sort_keys=True)}
+                    if self.config.event_shards
+                    else {}
+                ),
             },
             log_retention=self.config.log_retention,
             removal_policy=self.config.removal_policy,

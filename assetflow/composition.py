@@ -12,21 +12,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
+from assetflow.adapters.eventbridge import parse_detail_types
 
-from assetflow.adapters.clients import aws_client
-from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.eventbridge import EventBridgeBus, parse_detail_types
-from assetflow.adapters.extras import S3ExtrasStore
-from assetflow.core.catalog import Catalog
-from assetflow.ports import ListenerBus, NullBus
-from assetflow.usecases.evaluate import Evaluator
-from assetflow.usecases.ingest import Ingest
-from assetflow.usecases.job_state import RunStates
+# Each part is imported when a function first builds it: a function's cold start pays only for its own path
+# (the ingest functions never load the evaluator, the API never jsonschema, none boto3).
+if typing.TYPE_CHECKING:
+    from botocore.config import Config
 
-if typing.TYPE_CHECKING:  # jsonschema loads only in the ingest functions, which use the translator
+    from assetflow.adapters.dynamodb import DynamoDbStore
+    from assetflow.adapters.extras import S3ExtrasStore
     from assetflow.adapters.messages import MessageTranslator
+    from assetflow.core.catalog import Catalog
+    from assetflow.ports import ListenerBus
+    from assetflow.usecases.evaluate import Evaluator
+    from assetflow.usecases.ingest import Ingest
+    from assetflow.usecases.job_state import RunStates
 
 
 class SettingsError(ValueError):
@@ -113,13 +113,13 @@ class Dependencies:
         self,
         settings: Settings,
         *,
-        session: boto3.session.Session | None = None,
+        session: Any = None,
         launcher: Any = None,
         endpoints: Mapping[str, str] | None = None,
         config: Config | None = None,
     ) -> None:
         self.settings = settings
-        self._session = session or boto3.session.Session()
+        self._session = session  # a boto3 or botocore session; None: the process's botocore session
         self._launcher = launcher
         self._endpoints = dict(endpoints or {})
         self._config = config
@@ -130,22 +130,30 @@ class Dependencies:
         Its endpoint is the one given for it in ``endpoints`` (the local runtime), else what boto3 reads
         from ``AWS_ENDPOINT_URL_*`` (on Lambda: none, the service's public endpoint).
         """
-        return aws_client(
+        from assetflow.adapters.clients import aws_client
+        from assetflow.adapters.tracing import trace_calls
+
+        client = aws_client(
             service,
             session=self._session,
             endpoint=self._endpoints.get(service),
             region=self.settings.region,
             config=self._config,
         )
+        return trace_calls(client)
 
     @cached_property
     def catalog(self) -> Catalog:
         """The compiled catalog shipped with the function."""
+        from assetflow.core.catalog import Catalog
+
         return Catalog.from_document(json.loads(Path(self.settings.catalog_path).read_text()))
 
     @cached_property
     def store(self) -> DynamoDbStore:
         """The DynamoDB store (an asset's summary gets its declared name from the catalog, when it is made)."""
+        from assetflow.adapters.dynamodb import DynamoDbStore
+
         store = DynamoDbStore(
             self.client("dynamodb"), self.settings.table_name, event_shards=self.settings.event_shards
         )
@@ -165,13 +173,19 @@ class Dependencies:
         """
         if not self.settings.runs_bucket:
             return None
+        from assetflow.adapters.extras import S3ExtrasStore
+
         return S3ExtrasStore(self.client("s3"), self.settings.runs_bucket)
 
     @cached_property
     def bus(self) -> ListenerBus:
         """The listener bus (dropped when no bus is configured)."""
+        from assetflow.ports import NullBus
+
         if not self.settings.event_bus_name or self.settings.listener_events == frozenset():
             return NullBus()
+        from assetflow.adapters.eventbridge import EventBridgeBus
+
         return EventBridgeBus(
             self.client("events"), self.settings.event_bus_name, detail_types=self.settings.listener_events
         )
@@ -215,11 +229,15 @@ class Dependencies:
     @cached_property
     def ingest(self) -> Ingest:
         """Ingest over the store and the extras store."""
+        from assetflow.usecases.ingest import Ingest
+
         return Ingest(store=self.store, extras=self.extras)
 
     @cached_property
     def evaluator(self) -> Evaluator:
         """The evaluator over the store, the launcher and the bus."""
+        from assetflow.usecases.evaluate import Evaluator
+
         return Evaluator(
             catalog=self.catalog, store=self.store, launcher=self.launcher, bus=self.bus, clock=utc_now
         )
@@ -230,6 +248,7 @@ class Dependencies:
         if not self.settings.runs_bucket:
             raise SettingsError("RUNS_BUCKET is needed to read the outlet metadata of runs")
         from assetflow.adapters.emr import S3RunOutputs
+        from assetflow.usecases.job_state import RunStates
 
         return RunStates(
             catalog=self.catalog,

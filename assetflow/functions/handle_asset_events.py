@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.composition import Dependencies, dependencies
 from assetflow.core.events import AssetEvent
-from assetflow.usecases.evaluate import Evaluation
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger(service="assetflow-evaluator")
 
@@ -66,6 +66,8 @@ def lambda_handler(
             logger.warning(
                 "batch not evaluated; it comes back", extra={"error": f"{type(exc).__name__}: {exc}"}
             )
+            from assetflow.usecases.evaluate import Evaluation
+
             result = Evaluation(failed={e.id: exc for _, e in events})
         for sequence, found in events:
             error = result.failed.get(found.id)
@@ -93,5 +95,7 @@ def lambda_handler(
     failed.sort(key=lambda s: order.get(s, 0))
     if records and len(failed) == len(records):
         # As Powertools' batch processor does: every record failed, so the invocation fails.
+        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
         raise BatchProcessingError(f"all {len(records)} stream records failed")
     return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.adapters.messages import KafkaSource
 from assetflow.composition import Dependencies, dependencies, utc_now
 from assetflow.functions._ingest import store_batch
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
@@ -75,6 +76,8 @@ def lambda_handler(
         if error is not None
     ]
     if records and len(failures) == len(records):
+        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
         raise BatchProcessingError(
             f"all {len(records)} records failed", [(type(e), e, None) for e in errors if e is not None]
         )

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.composition import Dependencies, dependencies, utc_now
 from assetflow.functions._ingest import store_batch
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
@@ -58,6 +59,8 @@ def lambda_handler(
             metrics.flush_metrics()
     failed = [str(r.get("messageId")) for r, error in zip(records, errors, strict=True) if error is not None]
     if records and len(failed) == len(records):
+        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
         raise BatchProcessingError(
             f"all {len(records)} messages failed (first: {errors[0]!r})",
             [(type(e), e, None) for e in errors if e is not None],

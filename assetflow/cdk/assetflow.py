@@ -22,6 +22,7 @@ from assetflow.cdk.bundle import (
     default_build_dir,
 )
 from assetflow.cdk.config import EnvironmentConfig
+from assetflow.cdk.dashboard import ServiceDashboard
 from assetflow.cdk.evaluator import Evaluator
 from assetflow.cdk.event_store import EventStore
 from assetflow.cdk.functions import FunctionDefaults, ServiceFunction, powertools_layer_arn
@@ -78,6 +79,7 @@ class AssetflowService(Construct):
         self._functions(self._function_defaults(bundle))
         self._grant()
         self._alarm()
+        self.dashboard = ServiceDashboard(self, "Dashboard", service=self)
         if not bundle.vendored:
             Annotations.of(self).add_warning_v2(
                 "assetflow:unvendoredDependencies",

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
 from assetflow.composition import Dependencies, dependencies
-from assetflow.core.events import AssetEvent
+from assetflow.core.events import AssetEvent, Run
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service="assetflow-evaluator")
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-evaluator"
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace="assetflow", service=SERVICE)
 
 
 def new_asset_event(record: dict[str, Any]) -> AssetEvent | None:
@@ -60,6 +67,7 @@ def lambda_handler(
         if found is not None:
             events.append((sequence, found))
     if events:
+        began = time.perf_counter()
         try:
             result = resolved.evaluator.handle_batch([e for _, e in events])
         except Exception as exc:  # what every queue needed could not be read: the whole batch comes back
@@ -81,12 +89,30 @@ def lambda_handler(
                         "error": f"{type(error).__name__}: {error}",
                     },
                 )
+        runs_of: dict[str, list[str]] = {}
+        for run in result.runs:
+            for triggering in run.triggering_events:
+                runs_of.setdefault(triggering.id, []).append(run.run_id)
+        for _, found in events:
+            logger.info(
+                "event evaluated",
+                extra={
+                    "event_id": found.id,
+                    "asset": found.asset,
+                    "pipelines": result.pipelines_of.get(found.id, []),
+                    "run_ids": runs_of.get(found.id, []),
+                    "message_id": _message_id(found),
+                    "failed": found.id in result.failed,
+                },
+            )
+        _record_metrics(result.runs, len(result.submitted), events, seconds=time.perf_counter() - began)
         logger.info(
             "batch evaluated",
             extra={
                 "events": len(events),
                 "routed": len(result.routed),
                 "runs": [r.run_id for r in result.runs],
+                "submitted": len(result.submitted),
                 "conflicts": result.conflicts,
                 "failed": len(result.failed),
             },
@@ -99,3 +125,55 @@ def lambda_handler(
 
         raise BatchProcessingError(f"all {len(records)} stream records failed")
     return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
+
+
+def _message_id(event: AssetEvent) -> str | None:
+    """The id of the message an event was made of (SQS message id, Kafka topic-partition@offset), if any."""
+    message = event.extra.get("message")
+    if not isinstance(message, Mapping):
+        return None
+    if isinstance(message.get("message_id"), str):
+        return str(message["message_id"])
+    if message.get("topic") is not None and message.get("offset") is not None:
+        return f"{message.get('topic')}-{message.get('partition')}@{message.get('offset')}"
+    return None
+
+
+def _sent_at(event: AssetEvent) -> datetime | None:
+    """When the message behind an event was sent (SQS SentTimestamp, a Kafka record's timestamp), if known."""
+    message = event.extra.get("message")
+    if not isinstance(message, Mapping):
+        return None
+    attributes = message.get("attributes")
+    stamp = attributes.get("SentTimestamp") if isinstance(attributes, Mapping) else message.get("timestamp")
+    try:
+        return datetime.fromtimestamp(int(stamp) / 1000, UTC) if stamp is not None else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _record_metrics(
+    runs: list[Run], submitted: int, events: list[tuple[str, AssetEvent]], *, seconds: float
+) -> None:
+    """The evaluator's stage metrics (EMF, one document per batch).
+
+    EvaluationLatency: the batch's evaluation; EventToRunLatency: from a run's last triggering event being
+    stored to the run; MessageToRunLatency: from that event's message being sent, where the source says when.
+    """
+    metrics.add_metric(name="EventsEvaluated", unit=MetricUnit.Count, value=len(events))
+    metrics.add_metric(name="RunsCreated", unit=MetricUnit.Count, value=len(runs))
+    metrics.add_metric(name="RunsSubmitted", unit=MetricUnit.Count, value=submitted)
+    metrics.add_metric(name="EvaluationLatency", unit=MetricUnit.Milliseconds, value=round(seconds * 1000, 1))
+    for run in runs[:90]:  # an EMF document holds at most 100 values a metric
+        last = max(run.triggering_events, key=lambda e: e.sort_key, default=None)
+        if last is None:
+            continue
+        waited = (run.created_at - last.timestamp).total_seconds() * 1000
+        metrics.add_metric(name="EventToRunLatency", unit=MetricUnit.Milliseconds, value=round(waited, 1))
+        sent = _sent_at(last)
+        if sent is not None:
+            since = (run.created_at - sent).total_seconds() * 1000
+            metrics.add_metric(
+                name="MessageToRunLatency", unit=MetricUnit.Milliseconds, value=round(since, 1)
+            )
+    metrics.flush_metrics()

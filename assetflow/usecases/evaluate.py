@@ -59,6 +59,10 @@ class Evaluation:
     runs: list[Run] = field(default_factory=list)
     conflicts: int = 0
     failed: dict[str, Exception] = field(default_factory=dict)
+    #: The job run id of each run started by this evaluation (its new runs and unsubmitted older ones).
+    submitted: dict[str, str] = field(default_factory=dict)
+    #: The pipelines each event was routed to.
+    pipelines_of: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,7 +160,7 @@ class Evaluator:
         groups, first_routed = self._route(unique, result)
         swept = self.submitter.sweep({g.pipeline.id for g in groups.values()})
         self._advance_groups(groups, result)
-        failures = self.submitter.submit_all(result.runs, swept=swept)
+        failures = self.submitter.submit_all(result.runs, swept=swept, started=result.submitted)
         for pipeline_id, error in failures.items():
             event_id = first_routed.get(pipeline_id)
             if event_id is not None:
@@ -243,6 +247,7 @@ class Evaluator:
                 )
                 group.entries.append(QueueEntry(event, route.aliases))
                 result.routed.append((route.pipeline, route.key))
+                result.pipelines_of.setdefault(event.id, []).append(route.pipeline)
                 first_routed.setdefault(route.pipeline, event.id)
         return groups, first_routed
 

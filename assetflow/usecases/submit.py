@@ -83,8 +83,13 @@ class Submitter:
             found += self.store.unsubmitted_runs(pipeline_id)
         return found
 
-    def submit_all(self, runs: Sequence[Run], *, swept: Sequence[Run] = ()) -> dict[str, SubmissionError]:
-        """Submit ``runs`` and ``swept`` in parallel, record their job run ids; returns the failures per pipeline."""
+    def submit_all(
+        self, runs: Sequence[Run], *, swept: Sequence[Run] = (), started: dict[str, str] | None = None
+    ) -> dict[str, SubmissionError]:
+        """Submit ``runs`` and ``swept`` in parallel, record their job run ids; returns the failures per pipeline.
+
+        ``started`` (when given) receives the job run id of each run started now.
+        """
         todo = {run.run_id: run for run in runs}
         for run in swept:
             todo.setdefault(run.run_id, run)
@@ -98,7 +103,7 @@ class Submitter:
             else list(self._executor().map(self._start, waiting))
         )
         failures: dict[str, list[str]] = {}
-        started: dict[str, str] = {}
+        started = {} if started is None else started
         refused: set[str] = set()
         for run, (job_run_id, failure) in zip(waiting, outcomes, strict=True):
             if failure is not None:

@@ -29,6 +29,7 @@ from assetflow.core.catalog import Catalog
 from assetflow.core.schedules import AssetOrTimeSchedule
 from assetflow.core.watchers import KafkaTopic
 from assetflow.functions import (
+    _observe,
     handle_api,
     handle_asset_events,
     handle_job_state,
@@ -41,7 +42,13 @@ from assetflow_dev.api_server import LocalApiServer
 from assetflow_dev.aws import LOCAL_AWS_ENV, LOCAL_CLIENT_CONFIG, LOCAL_CLIENT_KWARGS, LOCAL_REGION, client
 from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBroker
 from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
-from assetflow_dev.pollers import KafkaPoller, SqsPoller, StreamPoller, lambda_context
+from assetflow_dev.pollers import (
+    MAX_CONCURRENT_SHARDS,
+    KafkaPoller,
+    SqsPoller,
+    StreamPoller,
+    lambda_context,
+)
 from assetflow_dev.resources import LocalResources, ResourceNames, provision
 from assetflow_dev.ticker import ScheduleTicker
 
@@ -100,6 +107,12 @@ class RuntimeOptions:
     names: ResourceNames = field(default_factory=ResourceNames)
     #: Where the functions' JSON logs go (as CloudWatch Logs would hold them); None leaves them on stdout.
     function_log: Path | None = None
+    #: SQS batches ingested at once per watched queue (Lambda starts an SQS mapping with five; FIFO: one).
+    sqs_concurrency: int = 4
+    #: The listener event types published on the local bus (as an environment subscribes; none by default).
+    listener_events: tuple[str, ...] = ()
+    #: How long start() waits for every poller to be consuming before it gives up.
+    ready_timeout: float = 120.0
 
     def __post_init__(self) -> None:
         if self.launcher not in ("spark", "emr-api"):
@@ -108,6 +121,8 @@ class RuntimeOptions:
             raise ValueError("max_concurrent_runs must be at least 1")
         if self.warm_workers < 0:
             raise ValueError("warm_workers must be 0 or more")
+        if self.sqs_concurrency < 1:
+            raise ValueError("sqs_concurrency must be at least 1")
 
 
 class LocalRuntime:
@@ -136,7 +151,7 @@ class LocalRuntime:
         self.ticker: ScheduleTicker | None = None
         self._function_log: IO[str] | None = None
         self._stopped = threading.Event()
-        self._locks: dict[Callable[..., Any], threading.Lock] = {}
+        self._locks: dict[tuple[Callable[..., Any], str], threading.BoundedSemaphore] = {}
         self._started = False
         self.startup_seconds: float | None = None
 
@@ -191,10 +206,14 @@ class LocalRuntime:
         self.launcher = self._build_launcher(self.catalog, self.resources, self.dynamodb.endpoint)
         self.deps = deps = self._dependencies(launcher=self.launcher)
         self._warm(deps)
-        self.launcher.report = self._invoker(handlers["run-state"], "run-state", deps, self._job_state)
+        self.launcher.report = self._invoker(
+            handlers["run-state"], "run-state", deps, self._job_state, writes_events=True
+        )
         self._start_pollers(handlers, self.resources, deps)
         self.api = LocalApiServer(
-            handler=self._invoker(handlers["api"], "api", deps), token=self.token, port=options.api_port or 0
+            handler=self._invoker(handlers["api"], "api", deps, writes_events=True),
+            token=self.token,
+            port=options.api_port or 0,
         )
         self.api.start()
         if options.schedules:
@@ -207,7 +226,22 @@ class LocalRuntime:
                 schedules, self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
             )
             self.ticker.start()
+        self._wait_until_consuming()
         self.write_dev_config()
+
+    def _wait_until_consuming(self) -> None:
+        """Block until every poller consumes its source: dev.json then means that what is sent is read now.
+
+        Raises:
+            LocalRuntimeError: a poller is not consuming after ``ready_timeout`` (its last error named).
+        """
+        deadline = time.monotonic() + self.options.ready_timeout
+        for poller in self.pollers:
+            if not poller.wait_ready(max(0.0, deadline - time.monotonic())):
+                raise LocalRuntimeError(
+                    f"poller {poller.name} is not consuming after {self.options.ready_timeout:g} s"
+                    + (f" (last error: {poller.stats.last_error})" if poller.stats.last_error else "")
+                )
 
     def stop(self) -> None:
         """Stop everything this runtime started, newest first, and remove dev.json; idempotent."""
@@ -231,6 +265,8 @@ class LocalRuntime:
             except Exception:
                 logger.exception("stopping failed", extra={"part": name})
         if self._function_log is not None:
+            if _observe.stream is self._function_log:
+                _observe.stream = None
             self._function_log.close()
             self._function_log = None
 
@@ -331,6 +367,7 @@ class LocalRuntime:
             region=LOCAL_REGION,
             path_map=dict(r.path_map),
             watcher_name=watcher,
+            listener_events=frozenset(self.options.listener_events),
         )
 
     def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Dependencies:
@@ -389,19 +426,31 @@ class LocalRuntime:
         function: str,
         deps: Dependencies,
         after: Callable[[dict[str, Any], Any], None] | None = None,
+        *,
+        concurrency: int = 1,
+        writes_events: bool = False,
     ) -> Callable[..., Any]:
-        # One invocation of a function at a time, as in one Lambda execution environment: a handler
-        # module's globals (batch processor, resolver, logger keys, metrics) serve one event at a time.
-        lock = self._locks.setdefault(handler, threading.Lock())
+        # ``concurrency`` invocations of a function at once, as Lambda runs that many execution environments
+        # (one per stream shard, several per SQS mapping). They share the handler module's globals here: its
+        # logger keys and metrics may mix between concurrent invocations, nothing else does.
+        gate = self._locks.setdefault((handler, function), threading.BoundedSemaphore(concurrency))
 
         def invoke(event: dict[str, Any], context: Any = None) -> Any:
-            with lock:
+            with gate:
                 response = handler(event, context or lambda_context(f"assetflow-local-{function}"), deps=deps)
+            if writes_events:
+                self._events_written()
             if after is not None:
                 after(event, response)
             return response
 
         return invoke
+
+    def _events_written(self) -> None:
+        """A function wrote asset events: the stream poller reads at once rather than at its next idle poll."""
+        for poller in self.pollers:
+            if isinstance(poller, StreamPoller):
+                poller.wake()
 
     def _job_state(self, event: dict[str, Any], response: Any) -> None:
         detail = event.get("detail") or {}
@@ -433,9 +482,16 @@ class LocalRuntime:
                     sqs=sqs,
                     queue_url=queue.url,
                     queue_arn=queue.arn,
-                    handler=self._invoker(handlers["sqs-ingest"], f"ingest-{watcher}", deps),
+                    handler=self._invoker(
+                        handlers["sqs-ingest"],
+                        f"ingest-{watcher}",
+                        deps,
+                        concurrency=self.options.sqs_concurrency,
+                        writes_events=True,
+                    ),
                     function_name=f"assetflow-local-ingest-{watcher}",
                     batch_size=queue.batch_size,
+                    concurrency=self.options.sqs_concurrency,
                 )
             )
         for watcher, topic in r.topics.items():
@@ -447,7 +503,9 @@ class LocalRuntime:
                     bootstrap_servers=self.endpoints()["kafka"],
                     topics=[topic.topic],
                     group_id=topic.group_id,
-                    handler=self._invoker(handlers["kafka-ingest"], f"ingest-{watcher}", deps),
+                    handler=self._invoker(
+                        handlers["kafka-ingest"], f"ingest-{watcher}", deps, writes_events=True
+                    ),
                     function_name=f"assetflow-local-ingest-{watcher}",
                     event_source=topic.event_source,
                     event_source_arn=topic.event_source_arn,
@@ -463,7 +521,9 @@ class LocalRuntime:
                 name="stream:evaluator",
                 streams=self.client("dynamodbstreams"),
                 stream_arn=r.stream_arn,
-                handler=self._invoker(handlers["evaluator"], "evaluator", evaluator_deps),
+                handler=self._invoker(
+                    handlers["evaluator"], "evaluator", evaluator_deps, concurrency=MAX_CONCURRENT_SHARDS
+                ),
                 function_name="assetflow-local-evaluator",
                 on_failure=self._failure_sink(r.failure_queues["evaluator"], "evaluator"),
             )
@@ -478,6 +538,9 @@ class LocalRuntime:
             return
         self.options.function_log.parent.mkdir(parents=True, exist_ok=True)
         self._function_log = self.options.function_log.open("a", encoding="utf-8")
+        _observe.stream = (
+            self._function_log
+        )  # the functions' metrics (EMF), as CloudWatch Logs would hold them
         for module in FUNCTION_MODULES.values():
             powertools_logger = getattr(module, "logger", None)
             registered = getattr(powertools_logger, "registered_handler", None)

@@ -248,17 +248,42 @@ class Monitor:
         )
 
     def runs(self, pipeline: str, state: str | None = None) -> int:
-        """How many runs the pipeline has (in ``state``, when given)."""
+        """How many runs the pipeline has (in ``state``, when given: the run items read by key, in batches).
+
+        The index projects keys only (a run's state changes are not written to it), so a state is read from
+        the items themselves.
+        """
         query: dict[str, Any] = {
             "IndexName": "gsi1",
             "KeyConditionExpression": "gsi1pk = :p",
             "ExpressionAttributeValues": {":p": {"S": f"RUNS#{pipeline}"}},
         }
-        if state:
-            query["FilterExpression"] = "#state = :s"
-            query["ExpressionAttributeNames"] = {"#state": "state"}
-            query["ExpressionAttributeValues"][":s"] = {"S": state}
-        return self._count(**query)
+        if not state:
+            return self._count(**query)
+        keys: list[dict[str, Any]] = []
+        start = None
+        while True:
+            page = self.ddb.query(
+                TableName=self.table, **query, **({"ExclusiveStartKey": start} if start else {})
+            )
+            keys += [{"pk": i["pk"], "sk": i["sk"]} for i in page["Items"]]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+        found = 0
+        for n in range(0, len(keys), 100):
+            request: dict[str, Any] = {
+                self.table: {
+                    "Keys": keys[n : n + 100],
+                    "ProjectionExpression": "#s",
+                    "ExpressionAttributeNames": {"#s": "state"},
+                }
+            }
+            while request:
+                answer = self.ddb.batch_get_item(RequestItems=request)
+                found += sum(1 for i in answer["Responses"].get(self.table, []) if i["state"]["S"] == state)
+                request = answer.get("UnprocessedKeys") or {}
+        return found
 
     def pending(self, pipeline: str) -> int:
         """Queued entries of the pipeline's (unpartitioned) queue, from its head item."""

@@ -363,6 +363,7 @@ def function_logs(path: Path) -> Iterator[None]:
     Done here rather than by the runtime: ``LocalRuntime.stop()`` closes its log file while the handlers'
     loggers still write to it, so a second runtime in the same process fails at start.
     """
+    from assetflow.functions import _observe
     from assetflow_dev.runtime import FUNCTION_MODULES
 
     handlers = []
@@ -373,9 +374,11 @@ def function_logs(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as log:
         previous = [handler.setStream(log) for handler in handlers]
+        metrics_before, _observe.stream = _observe.stream, log  # their metrics (EMF) too
         try:
             yield
         finally:
+            _observe.stream = metrics_before
             for handler, stream in zip(handlers, previous, strict=True):
                 handler.setStream(stream)
 

@@ -14,6 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from assetflow.composition import Dependencies, dependencies
 from assetflow.core.events import AssetEvent, Run
+from assetflow.functions._observe import flush_metrics
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -176,4 +177,4 @@ def _record_metrics(
             metrics.add_metric(
                 name="MessageToRunLatency", unit=MetricUnit.Milliseconds, value=round(since, 1)
             )
-    metrics.flush_metrics()
+    flush_metrics(metrics)

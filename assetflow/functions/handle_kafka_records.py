@@ -11,6 +11,7 @@ from aws_lambda_powertools import Logger, Metrics
 from assetflow.adapters.messages import KafkaSource
 from assetflow.composition import Dependencies, dependencies, utc_now
 from assetflow.functions._ingest import store_batch
+from assetflow.functions._observe import flush_metrics
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -68,8 +69,7 @@ def lambda_handler(
             outcomes, resolved.ingest, now=now, logger=logger, metrics=metrics, noun="record", lanes=lanes
         )
     finally:
-        if metrics.metric_set:
-            metrics.flush_metrics()
+        flush_metrics(metrics)
     failures = [
         {"itemIdentifier": {"partition": lane, "offset": record.get("offset")}}
         for record, lane, error in zip(records, lanes, errors, strict=True)

@@ -10,6 +10,7 @@ from aws_lambda_powertools import Logger, Metrics
 
 from assetflow.composition import Dependencies, dependencies, utc_now
 from assetflow.functions._ingest import store_batch
+from assetflow.functions._observe import flush_metrics
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -55,8 +56,7 @@ def lambda_handler(
             lanes=[""] * len(outcomes) if fifo else None,
         )
     finally:
-        if metrics.metric_set:
-            metrics.flush_metrics()
+        flush_metrics(metrics)
     failed = [str(r.get("messageId")) for r, error in zip(records, errors, strict=True) if error is not None]
     if records and len(failed) == len(records):
         from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError

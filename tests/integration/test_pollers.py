@@ -71,6 +71,7 @@ class Faults:
 
     throttle: dict[str, int] = field(default_factory=dict)  # marker in the write -> failures left
     crash_at_write: int | None = None
+    crash_after_write: int | None = None  # the invocation dies right after this write, before answering
     writes: int = 0
 
 
@@ -95,7 +96,10 @@ class FaultyDynamoDb:
                     "Error": {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}
                 }
                 raise ClientError(error, "TransactWriteItems")
-        return self._real.transact_write_items(**kwargs)
+        answer = self._real.transact_write_items(**kwargs)
+        if faults.crash_after_write == faults.writes:
+            raise Crash
+        return answer
 
 
 class Launcher:
@@ -373,8 +377,8 @@ def test_a_crash_mid_batch_loses_nothing_and_stores_nothing_twice(
     sqs_client.send_message_batch(
         QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": json.dumps({"order": n})} for n in range(4)]
     )
-    # Given an invocation that dies at its third write, after some messages were stored
-    deps.faults.crash_at_write = 3
+    # Given an invocation that dies right after its (batched) write stored the messages, before answering
+    deps.faults.crash_after_write = 1
     handler = sqs_handler(deps)
 
     poller = start(
@@ -412,7 +416,9 @@ def test_a_fifo_queue_keeps_its_order_across_a_failure(
         sqs_client.send_message(
             QueueUrl=url, MessageBody=json.dumps({"order": f"{run}-{n}"}), MessageGroupId="g"
         )
-    deps.faults.throttle[f"{run}-1"] = 1  # the second message fails once
+    # The second message's write fails as long as it is tried in this invocation: with the whole batch, with
+    # its half, alone (a throttled batch is halved until the refused part is alone).
+    deps.faults.throttle[f"{run}-1"] = 3
     handler = sqs_handler(deps)
 
     poller = start(

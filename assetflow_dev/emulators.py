@@ -46,7 +46,7 @@ FAST_START_JAVA_OPTIONS: tuple[str, ...] = (
 
 #: kafka-python consumer settings that make a consumer group form in ≈ 3 s on Tansu instead of ≈ 23 s.
 LOCAL_KAFKA_CONSUMER_TIMEOUTS: Mapping[str, int] = MappingProxyType(
-    {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "max_poll_interval_ms": 10000}
+    {"session_timeout_ms": 6000, "heartbeat_interval_ms": 2000, "max_poll_interval_ms": 10000}
 )
 
 # How the emulators say that their port is taken (Jetty, werkzeug, Tansu's Rust runtime).

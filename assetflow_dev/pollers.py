@@ -40,13 +40,19 @@ POLL_BACKOFF_MAX_SECONDS = 5.0
 RETRY_BACKOFF_SECONDS = 0.1
 RETRY_BACKOFF_MAX_SECONDS = 1.0
 #: How often a stream poller looks for new shards when none of its shards has ended.
-SHARD_DISCOVERY_SECONDS = 5.0
+SHARD_DISCOVERY_SECONDS = 60.0
 #: A worker parked this long in a long poll has found nothing to read (a long poll answers at once otherwise).
 PARKED_IDLE_SECONDS = 0.2
 #: Shards a stream poller reads at once, each with its own handler invocation.
 MAX_CONCURRENT_SHARDS = 16
 #: How long one Kafka poll waits for records (also how soon a Kafka poller notices `stop()`).
 KAFKA_POLL_TIMEOUT_MS = 500
+#: How long the broker may hold a fetch: short while records flow, long once the topic has been quiet for
+#: KAFKA_IDLE_AFTER_SECONDS. Tansu answers a fetch only when its wait is over, records or not, so the wait is
+#: the latency of a record (a 500 ms wait made a 50-290 ms sawtooth); a quiet topic is fetched rarely.
+KAFKA_FETCH_WAIT_MS = 100
+KAFKA_IDLE_FETCH_WAIT_MS = 3000
+KAFKA_IDLE_AFTER_SECONDS = 10.0
 #: How long a Kafka offset commit may take before it counts as failed.
 KAFKA_COMMIT_TIMEOUT_MS = 5000
 
@@ -441,6 +447,9 @@ class SqsPoller(Poller):
         self.retry_delay_seconds = retry_delay_seconds
         self.fifo = queue_arn.endswith(".fifo")
         self._region = _arn_region(queue_arn)
+        # Set while receives find messages: the other workers poll too; when the first worker's receive comes
+        # back empty, they wait again.
+        self._backlog = threading.Event()
         self._max_receive_count: int | None = None
         self._redrive_read = False
 
@@ -452,7 +461,20 @@ class SqsPoller(Poller):
         if not self._redrive_read:
             self._read_redrive_policy()
         self._ready.set()  # a long poll is about to wait for messages: what is sent now is read
+        if not self._primary() and not self._backlog.is_set():
+            # As Lambda scales an SQS mapping's pollers with the backlog: an idle queue has one long poll.
+            name = threading.current_thread().name
+            self._parked[name] = time.monotonic()
+            try:
+                self._backlog.wait(self.wait_seconds)
+            finally:
+                self._parked.pop(name, None)
+            return bool(self._backlog.is_set()) and not self._stopping.is_set()
         messages = self._receive(min(self.batch_size, _SQS_MAX_MESSAGES), self.wait_seconds)
+        if messages:
+            self._backlog.set()
+        elif self._primary():
+            self._backlog.clear()
         if messages and self._stopping.is_set():
             # Received while stopping (a long poll outlived stop()): hand them back at once, unhandled.
             self._change_visibility(messages, 0)
@@ -467,6 +489,15 @@ class SqsPoller(Poller):
             return False
         self._handle(messages)
         return True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop polling (the workers waiting for a backlog are released at once)."""
+        self._stopping.set()
+        self._backlog.set()
+        super().stop(timeout)
+
+    def _primary(self) -> bool:
+        return threading.current_thread() is (self._threads[0] if self._threads else None)
 
     def _read_redrive_policy(self) -> None:
         attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["RedrivePolicy"])
@@ -683,7 +714,7 @@ class StreamPoller(Poller):
         on_failure: Callable[[dict[str, Any]], None] | None = None,
         starting_position: str = "TRIM_HORIZON",
         poll_interval: float = 0.05,
-        idle_poll_interval: float = 1.0,
+        idle_poll_interval: float = 5.0,
     ) -> None:
         super().__init__(
             name=name,
@@ -1039,6 +1070,8 @@ class KafkaPoller(Poller):
         self._poll_errors = 0
         # (topic, partition) -> (the offset a failed batch starts at, its failed attempts so far)
         self._failures: dict[Any, tuple[int, int]] = {}
+        self._last_records = time.monotonic()
+        self._fetch_wait_ms = KAFKA_FETCH_WAIT_MS
 
     def _connect(self) -> Any:
         if self._consumer is None:
@@ -1051,8 +1084,11 @@ class KafkaPoller(Poller):
                 enable_auto_commit=False,
                 auto_offset_reset="earliest" if self.starting_position == "TRIM_HORIZON" else "latest",
                 max_poll_records=self.batch_size,
+                fetch_max_wait_ms=KAFKA_FETCH_WAIT_MS,
                 **LOCAL_KAFKA_CONSUMER_TIMEOUTS,
             )
+            self._fetch_wait_ms = KAFKA_FETCH_WAIT_MS
+            self._last_records = time.monotonic()
             consumer.subscribe(list(self.topics))
             self._consumer = consumer
         return self._consumer
@@ -1077,10 +1113,18 @@ class KafkaPoller(Poller):
 
     def _poll(self) -> bool:
         consumer = self._connect()
-        polled = consumer.poll(timeout_ms=KAFKA_POLL_TIMEOUT_MS, max_records=self.batch_size)
+        quiet = self._fetch_wait_ms == KAFKA_IDLE_FETCH_WAIT_MS
+        polled = consumer.poll(
+            timeout_ms=KAFKA_POLL_TIMEOUT_MS * (2 if quiet else 1), max_records=self.batch_size
+        )
         self._poll_errors = 0
         if not self._ready.is_set() and consumer.assignment():
             self._ready.set()  # in the group with its partitions: the next fetch reads what is sent now
+        now = time.monotonic()
+        if polled:
+            self._last_records = now
+        quiet = now - self._last_records >= KAFKA_IDLE_AFTER_SECONDS
+        self._set_fetch_wait(consumer, KAFKA_IDLE_FETCH_WAIT_MS if quiet else KAFKA_FETCH_WAIT_MS)
         batch = [record for partition in sorted(polled) for record in polled[partition]]
         if not batch:
             assigned = consumer.assignment()
@@ -1089,6 +1133,16 @@ class KafkaPoller(Poller):
             return bool(self._failures) or not _caught_up(consumer, assigned)
         self._handle(consumer, batch)
         return True
+
+    def _set_fetch_wait(self, consumer: Any, wait_ms: int) -> None:
+        """Change how long the broker may hold the consumer's next fetches (kafka-python reads it per fetch)."""
+        if wait_ms == self._fetch_wait_ms:
+            return
+        fetcher = getattr(consumer, "_fetcher", None)
+        config = getattr(fetcher, "config", None)
+        if isinstance(config, dict) and "fetch_max_wait_ms" in config:
+            config["fetch_max_wait_ms"] = wait_ms
+            self._fetch_wait_ms = wait_ms
 
     def _handle(self, consumer: Any, batch: list[Any]) -> None:
         from kafka import TopicPartition

@@ -243,26 +243,52 @@ class Catalog:
 
     @staticmethod
     def _self_sustaining(pipelines: Mapping[str, Pipeline], with_aliases: bool) -> set[str]:
-        """Pipelines that can keep triggering each other from their own outlets alone (a fixpoint)."""
+        """Pipelines that can keep triggering each other from their own outlets alone (a greatest fixpoint).
+
+        Linear in the pipelines: every pipeline starts alive; one whose condition fails on the outlets of the
+        live pipelines of its partitioning dies, and only the consumers of an outlet that thereby has no live
+        producer left are judged again (each outlet dies once, so each pipeline is judged at most once per
+        asset or alias it names, plus once).
+        """
+
+        def outlets(pipeline: Pipeline) -> set[tuple[str, str]]:
+            found = {("asset", o.uri) for o in pipeline.outlets if isinstance(o, Asset)}
+            if with_aliases:
+                found |= {("alias", o.name) for o in pipeline.outlets if isinstance(o, AssetAlias)}
+            return found
+
+        # Events of partitioned runs only trigger partition-aware pipelines, and events of other runs have no
+        # partition key, so partition-aware pipelines ignore them (DESIGN §3.8): two worlds, one per flag.
+        producers: dict[tuple[bool, str, str], int] = {}
+        available: dict[bool, tuple[set[str], set[str]]] = {flag: (set(), set()) for flag in (False, True)}
+        consumers: dict[tuple[bool, str, str], list[str]] = {}
+        for pid, pipeline in pipelines.items():
+            for kind, name in outlets(pipeline):
+                key = (pipeline.partitioned, kind, name)
+                producers[key] = producers.get(key, 0) + 1
+                available[pipeline.partitioned][kind == "alias"].add(name)
+            named = {("asset", a.uri) for a in pipeline.condition.iter_assets()}
+            named |= {("alias", a.name) for a in pipeline.condition.iter_aliases()}
+            for kind, name in named:
+                consumers.setdefault((pipeline.partitioned, kind, name), []).append(pid)
         alive = set(pipelines)
-        while True:
-            dropped = set()
-            for pid in alive:
-                pipeline = pipelines[pid]
-                # events of partitioned runs only trigger partition-aware pipelines, and events of other runs
-                # have no partition key, so partition-aware pipelines ignore them (DESIGN §3.8)
-                feeders = [pipelines[q] for q in alive if pipelines[q].partitioned == pipeline.partitioned]
-                assets = {o.uri for q in feeders for o in q.outlets if isinstance(o, Asset)}
-                aliases = (
-                    {o.name for q in feeders for o in q.outlets if isinstance(o, AssetAlias)}
-                    if with_aliases
-                    else set()
-                )
-                if not pipeline.condition.evaluate(assets, aliases):
-                    dropped.add(pid)
-            if not dropped:
-                return alive
-            alive -= dropped
+        todo = list(pipelines)
+        while todo:
+            pid = todo.pop()
+            if pid not in alive:
+                continue
+            pipeline = pipelines[pid]
+            assets, aliases = available[pipeline.partitioned]
+            if pipeline.condition.holds(assets, aliases):
+                continue
+            alive.discard(pid)
+            for kind, name in outlets(pipeline):
+                key = (pipeline.partitioned, kind, name)
+                producers[key] -= 1
+                if not producers[key]:
+                    available[pipeline.partitioned][kind == "alias"].discard(name)
+                    todo += [c for c in consumers.get(key, ()) if c in alive]
+        return alive
 
     @classmethod
     def _check_loops(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from assetflow.core.errors import DefinitionError, DocumentError
@@ -35,7 +36,11 @@ class Condition:
         """Whether the condition holds when ``assets`` (URIs) and ``aliases`` (names) have queued events."""
         return self._holds(frozenset(assets), frozenset(aliases))
 
-    def _holds(self, assets: frozenset[str], aliases: frozenset[str]) -> bool:
+    def holds(self, assets: AbstractSet[str], aliases: AbstractSet[str] = frozenset()) -> bool:
+        """``evaluate`` over sets the caller keeps, without copying them (for loops over many conditions)."""
+        return self._holds(assets, aliases)
+
+    def _holds(self, assets: AbstractSet[str], aliases: AbstractSet[str]) -> bool:
         raise NotImplementedError
 
     def iter_assets(self) -> Iterator[Asset]:
@@ -112,7 +117,7 @@ class Asset(Condition):
     def __repr__(self) -> str:
         return f"Asset({self.uri!r})"
 
-    def _holds(self, assets: frozenset[str], aliases: frozenset[str]) -> bool:
+    def _holds(self, assets: AbstractSet[str], aliases: AbstractSet[str]) -> bool:
         return self.uri in assets
 
     def iter_assets(self) -> Iterator[Asset]:
@@ -170,7 +175,7 @@ class AssetAlias(Condition):
     def __repr__(self) -> str:
         return f"AssetAlias({self.name!r})"
 
-    def _holds(self, assets: frozenset[str], aliases: frozenset[str]) -> bool:
+    def _holds(self, assets: AbstractSet[str], aliases: AbstractSet[str]) -> bool:
         return self.name in aliases
 
     def iter_assets(self) -> Iterator[Asset]:
@@ -247,7 +252,7 @@ class AssetAll(_Group):
     __slots__ = ()
     _kind = "all"
 
-    def _holds(self, assets: frozenset[str], aliases: frozenset[str]) -> bool:
+    def _holds(self, assets: AbstractSet[str], aliases: AbstractSet[str]) -> bool:
         return all(child._holds(assets, aliases) for child in self.children)
 
     def is_any_of_leaves(self) -> bool:
@@ -261,7 +266,7 @@ class AssetAny(_Group):
     __slots__ = ()
     _kind = "any"
 
-    def _holds(self, assets: frozenset[str], aliases: frozenset[str]) -> bool:
+    def _holds(self, assets: AbstractSet[str], aliases: AbstractSet[str]) -> bool:
         return any(child._holds(assets, aliases) for child in self.children)
 
     def is_any_of_leaves(self) -> bool:

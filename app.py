@@ -28,7 +28,7 @@ def _direct_context(argv: Sequence[str]) -> dict[str, str]:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="env=<name>, vendor=true, ...",
+        help="env=<name>, vendor=false (offline synth, not deployable), ...",
     )
     args = parser.parse_args(argv)
     context = {}
@@ -52,8 +52,9 @@ def main(argv: Sequence[str] = ()) -> None:
     )
     config = config_for(str(app.node.try_get_context("env") or "dev"))
     pipelines = app.node.try_get_context("pipelines") or str(PROJECT_ROOT / "pipelines")
+    # The functions' dependencies are bundled unless `-c vendor=false` (or ASSETFLOW_VENDOR_DEPS=0) says not to.
     vendor = (
-        str(app.node.try_get_context("vendor") or os.environ.get("ASSETFLOW_VENDOR_DEPS", "")).lower()
+        str(app.node.try_get_context("vendor") or os.environ.get("ASSETFLOW_VENDOR_DEPS", "true")).lower()
         in _TRUE
     )
     AssetflowStack(

@@ -10,49 +10,76 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from assetflow.core.catalog import Catalog
-    from assetflow.core.conditions import Asset, AssetAlias, AssetAll, AssetAny
+    from assetflow.core.conditions import Asset, AssetAlias, AssetAll, AssetAny, AssetRef, at_least, late
+    from assetflow.core.cron import TimeSpec
     from assetflow.core.errors import AssetflowError, CatalogError, DefinitionError
+    from assetflow.core.expectations import ExpectedArrival
     from assetflow.core.metadata import Metadata
     from assetflow.core.pipeline import Pipeline, SparkJob
     from assetflow.core.schedules import (
+        AssetAndTimeSchedule,
         AssetOrTimeSchedule,
+        CronPartitionTimetable,
+        CronTriggerTimetable,
         DailyMapper,
+        DeltaTriggerTimetable,
         HourlyMapper,
         IdentityMapper,
         MonthlyMapper,
         PartitionedAssetSchedule,
+        PartitionedAssetTimetable,
         PartitionMapper,
         WeeklyMapper,
     )
     from assetflow.core.uri import AssetUriError
-    from assetflow.core.watchers import AssetWatcher, KafkaTopic, MskCluster, SelfManagedKafka, SqsQueue
+    from assetflow.core.watchers import (
+        AssetWatcher,
+        KafkaTopic,
+        MessageQueueTrigger,
+        MskCluster,
+        SelfManagedKafka,
+        SqsQueue,
+    )
 
 # Where each name lives: imported on first use, so that importing a Lambda handler (``assetflow.functions``)
 # does not load every declaration class it may never need (a cold start pays for what it uses).
 _EXPORTS = {
-    "Catalog": "assetflow.core.catalog",
-    **dict.fromkeys(("Asset", "AssetAlias", "AssetAll", "AssetAny"), "assetflow.core.conditions"),
-    **dict.fromkeys(("AssetflowError", "CatalogError", "DefinitionError"), "assetflow.core.errors"),
-    "Metadata": "assetflow.core.metadata",
-    **dict.fromkeys(("Pipeline", "SparkJob"), "assetflow.core.pipeline"),
-    **dict.fromkeys(
-        (
-            "AssetOrTimeSchedule",
-            "DailyMapper",
-            "HourlyMapper",
-            "IdentityMapper",
-            "MonthlyMapper",
-            "PartitionedAssetSchedule",
-            "PartitionMapper",
-            "WeeklyMapper",
-        ),
-        "assetflow.core.schedules",
-    ),
+    "Asset": "assetflow.core.conditions",
+    "AssetAlias": "assetflow.core.conditions",
+    "AssetAll": "assetflow.core.conditions",
+    "AssetAndTimeSchedule": "assetflow.core.schedules",
+    "AssetAny": "assetflow.core.conditions",
+    "AssetOrTimeSchedule": "assetflow.core.schedules",
+    "AssetRef": "assetflow.core.conditions",
     "AssetUriError": "assetflow.core.uri",
-    **dict.fromkeys(
-        ("AssetWatcher", "KafkaTopic", "MskCluster", "SelfManagedKafka", "SqsQueue"),
-        "assetflow.core.watchers",
-    ),
+    "AssetWatcher": "assetflow.core.watchers",
+    "AssetflowError": "assetflow.core.errors",
+    "Catalog": "assetflow.core.catalog",
+    "CatalogError": "assetflow.core.errors",
+    "CronPartitionTimetable": "assetflow.core.schedules",
+    "CronTriggerTimetable": "assetflow.core.schedules",
+    "DailyMapper": "assetflow.core.schedules",
+    "DefinitionError": "assetflow.core.errors",
+    "DeltaTriggerTimetable": "assetflow.core.schedules",
+    "ExpectedArrival": "assetflow.core.expectations",
+    "HourlyMapper": "assetflow.core.schedules",
+    "IdentityMapper": "assetflow.core.schedules",
+    "KafkaTopic": "assetflow.core.watchers",
+    "MessageQueueTrigger": "assetflow.core.watchers",
+    "Metadata": "assetflow.core.metadata",
+    "MonthlyMapper": "assetflow.core.schedules",
+    "MskCluster": "assetflow.core.watchers",
+    "PartitionMapper": "assetflow.core.schedules",
+    "PartitionedAssetSchedule": "assetflow.core.schedules",
+    "PartitionedAssetTimetable": "assetflow.core.schedules",
+    "Pipeline": "assetflow.core.pipeline",
+    "SelfManagedKafka": "assetflow.core.watchers",
+    "SparkJob": "assetflow.core.pipeline",
+    "SqsQueue": "assetflow.core.watchers",
+    "TimeSpec": "assetflow.core.cron",
+    "WeeklyMapper": "assetflow.core.schedules",
+    "at_least": "assetflow.core.conditions",
+    "late": "assetflow.core.conditions",
 }
 
 
@@ -73,27 +100,38 @@ __all__ = [
     "Asset",
     "AssetAlias",
     "AssetAll",
+    "AssetAndTimeSchedule",
     "AssetAny",
     "AssetOrTimeSchedule",
+    "AssetRef",
     "AssetUriError",
     "AssetWatcher",
     "AssetflowError",
     "Catalog",
     "CatalogError",
+    "CronPartitionTimetable",
+    "CronTriggerTimetable",
     "DailyMapper",
     "DefinitionError",
+    "DeltaTriggerTimetable",
+    "ExpectedArrival",
     "HourlyMapper",
     "IdentityMapper",
     "KafkaTopic",
+    "MessageQueueTrigger",
     "Metadata",
     "MonthlyMapper",
     "MskCluster",
     "PartitionMapper",
     "PartitionedAssetSchedule",
+    "PartitionedAssetTimetable",
     "Pipeline",
     "SelfManagedKafka",
     "SparkJob",
     "SqsQueue",
+    "TimeSpec",
     "WeeklyMapper",
+    "at_least",
+    "late",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -131,3 +131,38 @@ def load_catalog(target: str | Path) -> Catalog:
 
     """
     return Catalog.build(load_definitions(target))
+
+
+#: Files that mark a project's root folder (the CDK app's, or a Python project's).
+PROJECT_MARKERS = ("cdk.json", "pyproject.toml")
+
+
+def find_project_root(definitions: str | Path, *, cwd: Path | None = None) -> Path:
+    """The folder that job entry points are relative to.
+
+    The nearest folder at or above the definitions that holds ``cdk.json`` or ``pyproject.toml``, else the
+    working directory (also for definitions given as a dotted module name); never where assetflow is installed.
+    """
+    here = (cwd or Path.cwd()).resolve()
+    path = Path(definitions)
+    if not path.is_absolute():
+        path = here / path
+    if not path.exists():
+        return here
+    start = path.resolve() if path.is_dir() else path.resolve().parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).is_file() for marker in PROJECT_MARKERS):
+            return folder
+    return here
+
+
+def missing_entry_points(catalog: Catalog, project_root: Path) -> list[str]:
+    """One line for each pipeline whose local job entry point is not a file under ``project_root``."""
+    missing = []
+    for pid, pipeline in sorted(catalog.pipelines.items()):
+        entry_point = pipeline.job.entry_point
+        if not entry_point.startswith("s3://") and not (project_root / entry_point).is_file():
+            missing.append(
+                f"pipeline {pid}: its job entry point {entry_point} is not a file under {project_root}"
+            )
+    return missing

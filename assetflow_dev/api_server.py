@@ -5,6 +5,10 @@ v2.0 event. Locally, a bearer token stands in for IAM: a request without the run
 the function runs; one with it reaches the function with the IAM authorizer's shape for a local principal.
 The function's response (status, headers, cookies, text or base64 body) is written back as API Gateway
 writes it.
+
+The web page's static files are served at ``/ui/`` without the token: a browser opening the page cannot
+send the header. The page takes its token from the URL fragment (``/ui/#token=...``, never sent to a server)
+and calls the API beside it with the header.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
@@ -50,6 +55,17 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 # answer instead of a connection reset (the "lingering close" of web servers).
 _LINGER_SECONDS = 2.0
 _LINGER_BYTES = 64 * 1024 * 1024
+
+#: The web page's files (package data of assetflow_dev), served at ``UI_PATH``.
+UI_STATIC = Path(__file__).resolve().parent / "ui" / "static"
+UI_PATH = "/ui/"
+_UI_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
 
 
 @dataclass(frozen=True)
@@ -190,6 +206,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         began = time.monotonic()
         api = self.server.api
         request_id = _request_id()
+        path = urllib.parse.urlsplit(self.path).path
+        if path == UI_PATH.rstrip("/") or path.startswith(UI_PATH):
+            self._access_log(request_id, self._serve_ui(path), began)
+            return
         try:
             self._check_request()
             body = self._read_body(api.max_body_bytes)
@@ -210,6 +230,58 @@ class _RequestHandler(BaseHTTPRequestHandler):
             }
         status = self._respond(response, request_id)
         self._access_log(request_id, status, began)
+
+    def _serve_ui(self, path: str) -> int:
+        """A file of the web page (no token needed: it holds no data); ``/ui`` redirects to ``/ui/``."""
+        if path == UI_PATH.rstrip("/"):
+            return self._send_plain(HTTPStatus.MOVED_PERMANENTLY, b"", "text/plain", {"Location": UI_PATH})
+        if self.command not in ("GET", "HEAD"):
+            return self._send_plain(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                json.dumps(
+                    {"error": "method_not_allowed", "detail": "the page's files are read-only"}
+                ).encode(),
+                "application/json",
+                {"Allow": "GET, HEAD"},
+            )
+        name = path.removeprefix(UI_PATH) or "index.html"
+        static = self.server.api.static_dir
+        file = (static / name).resolve() if static is not None else None
+        content_type = _UI_TYPES.get(file.suffix) if file is not None else None
+        # Only a file directly in the folder: no subfolders, no "..", no dot files.
+        if (
+            file is None
+            or content_type is None
+            or "/" in name
+            or name.startswith(".")
+            or file.parent != static.resolve()  # type: ignore[union-attr]
+            or not file.is_file()
+        ):
+            detail = (
+                f"no file {name!r} in the web page" if static is not None else "the web page is not installed"
+            )
+            return self._send_plain(
+                HTTPStatus.NOT_FOUND,
+                json.dumps({"error": "not_found", "detail": detail}).encode(),
+                "application/json",
+            )
+        return self._send_plain(HTTPStatus.OK, file.read_bytes(), content_type)
+
+    def _send_plain(
+        self, status: HTTPStatus, payload: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> int:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        return int(status)
 
     def _check_request(self) -> None:
         api = self.server.api
@@ -431,6 +503,7 @@ class LocalApiServer:
 
     Every request must carry ``Authorization: Bearer <token>`` (compared in constant time); others get 401
     ``{"error": "unauthorized", "detail": ...}`` with ``WWW-Authenticate: Bearer`` before the function runs.
+    The only exception is the web page's files under ``/ui/`` (from ``static_dir``; None serves no page).
     A body over ``max_body_bytes`` gets 413 without being read. ``port=0`` picks a free port (see ``url``).
 
     Raises:
@@ -446,6 +519,7 @@ class LocalApiServer:
         port: int = 0,
         max_body_bytes: int = 1_048_576,
         principal: str = LOCAL_PRINCIPAL,
+        static_dir: Path | None = UI_STATIC,
     ) -> None:
         if not _is_loopback(host):
             raise ValueError(
@@ -458,6 +532,7 @@ class LocalApiServer:
         self.host = "127.0.0.1" if host == "localhost" else host
         self.max_body_bytes = max_body_bytes
         self.principal = principal
+        self.static_dir = static_dir if static_dir is not None and static_dir.is_dir() else None
         self._port = port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -472,6 +547,11 @@ class LocalApiServer:
         """``http://127.0.0.1:PORT`` (IPv6 loopback in brackets)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        """The web page, signed in: the token travels in the fragment, which browsers never send."""
+        return f"{self.url}{UI_PATH}#token={urllib.parse.quote(self.token, safe='')}"
 
     def start(self) -> None:
         """Bind and serve on a daemon thread; idempotent while running.
@@ -503,4 +583,4 @@ class LocalApiServer:
         logger.info("local api stopped")
 
 
-__all__ = ["LOCAL_PRINCIPAL", "ApiHandler", "LocalApiServer"]
+__all__ = ["LOCAL_PRINCIPAL", "UI_PATH", "UI_STATIC", "ApiHandler", "LocalApiServer"]

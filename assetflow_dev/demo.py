@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
@@ -10,11 +11,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO
 
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import AssetAlias
+from assetflow.core.watchers import KafkaTopic
+from assetflow.loader import find_project_root, load_catalog
 from assetflow_dev.runtime import LocalRuntime, RuntimeOptions
 
 #: The example watchers the demo feeds, and the asset an operator refreshes through the HTTP API.
@@ -26,6 +30,8 @@ SENSOR_READINGS = 24
 #: A delivery message that breaks the watcher's schema: it must be quarantined, never lost or retried.
 BAD_DELIVERY = json.dumps({"delivery_id": "d-bad", "supplier": "Not Valid!"})
 TERMINAL = frozenset({"success", "failed", "cancelled"})
+#: A project's own demo: the messages to send and the runs to expect (``assetflow init`` writes one).
+DEMO_FILE = "demo.json"
 
 
 class DemoError(Exception):
@@ -210,9 +216,18 @@ class Progress:
             self._width = 0
 
 
+def _project_module(root: Path, name: str) -> ModuleType:
+    """Import a module of the project (its root on ``sys.path`` for the import only)."""
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(root))
+
+
 def send_messages(runtime: LocalRuntime) -> dict[str, int]:
     """Write the sample delivery files, send the SQS and Kafka messages, refresh the dashboard by the API."""
-    from spark_jobs import sample_data  # the demo's data generator lives with the jobs
+    sample_data: Any = _project_module(runtime.project_root, "spark_jobs.sample_data")  # lives with the jobs
 
     resources = runtime.resources
     if resources is None:
@@ -326,6 +341,127 @@ def print_views(runtime: LocalRuntime, snapshot: Snapshot, out: TextIO) -> None:
         print(f"  {item.get('watcher')}: {str(item.get('reason'))[:150]}", file=out)
 
 
+@dataclass(frozen=True)
+class ProjectDemo:
+    """A project's ``demo.json``: the messages to send and the runs to expect.
+
+    ``{"messages": [{"watcher", "body"}], "expect": {"runs": {id: n}, "quarantined": n}}``. Each message
+    goes to its watcher's SQS queue or Kafka topic as it is (an object is sent as JSON). The
+    demo passes when each pipeline of ``expect.runs`` (default: every pipeline) has that many successful runs
+    or more, no run failed, every asset it involves got an event, and exactly ``quarantined`` (default 0)
+    messages were quarantined.
+    """
+
+    messages: tuple[tuple[str, str], ...]
+    runs: Mapping[str, int]
+    quarantined: int
+
+    @classmethod
+    def load(cls, path: Path, catalog: Catalog) -> ProjectDemo:
+        """Read and check a demo file against the definitions.
+
+        Raises:
+            DemoError: the file is not valid JSON or names a watcher or pipeline the definitions lack.
+        """
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise DemoError(f"{path}: {exc}") from exc
+        if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list) or not doc["messages"]:
+            raise DemoError(
+                f'{path}: expected {{"messages": [{{"watcher": NAME, "body": ...}}, ...], "expect": ...}}'
+            )
+        messages = []
+        for index, message in enumerate(doc["messages"]):
+            watcher = message.get("watcher") if isinstance(message, dict) else None
+            if watcher not in catalog.watchers or "body" not in message:
+                known = ", ".join(sorted(catalog.watchers)) or "none"
+                raise DemoError(f"{path}: message {index} needs a body and one of the watchers ({known})")
+            body = message["body"]
+            messages.append((str(watcher), body if isinstance(body, str) else json.dumps(body)))
+        expect = doc.get("expect") or {}
+        runs = expect.get("runs", dict.fromkeys(catalog.pipelines, 1))
+        unknown = sorted(set(runs) - set(catalog.pipelines))
+        if unknown:
+            raise DemoError(f"{path}: expect.runs names pipelines the definitions lack: {', '.join(unknown)}")
+        return cls(
+            tuple(messages), {str(k): int(v) for k, v in runs.items()}, int(expect.get("quarantined", 0))
+        )
+
+    def expectations(self, catalog: Catalog) -> Expectations:
+        """What the store must show afterwards."""
+        sent = {catalog.watchers[w][1] for w, _ in self.messages}
+        outlets = {
+            o.uri
+            for pid in self.runs
+            for o in catalog.pipelines[pid].outlets
+            if not isinstance(o, AssetAlias)
+        }
+        return Expectations(
+            min_runs=dict(self.runs),
+            exact_runs={},
+            assets=tuple(sorted(sent | outlets)),
+            aliases=(),
+            quarantined=self.quarantined,
+        )
+
+    def send(self, runtime: LocalRuntime) -> dict[str, int]:
+        """Send every message to its watcher's queue or topic."""
+        if runtime.resources is None or runtime.catalog is None:
+            raise DemoError("the runtime is not started")
+        sent = Counter[str]()
+        producer = None
+        try:
+            for watcher, body in self.messages:
+                if isinstance(runtime.catalog.watchers[watcher][0].source, KafkaTopic):
+                    from kafka import KafkaProducer  # only the local runtime needs it
+
+                    producer = producer or KafkaProducer(
+                        bootstrap_servers=runtime.endpoints()["kafka"], acks="all", linger_ms=5
+                    )
+                    producer.send(runtime.resources.topics[watcher].topic, value=body.encode())
+                    sent["kafka"] += 1
+                else:
+                    url = runtime.resources.queues[watcher].url
+                    runtime.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+                    sent["sqs"] += 1
+            if producer is not None:
+                producer.flush(timeout=30)
+        finally:
+            if producer is not None:
+                producer.close(timeout=5)
+        return dict(sent)
+
+
+def _scenario(options: RuntimeOptions) -> tuple[Catalog, ProjectDemo | None]:
+    """The definitions and the project's demo file; None means the repository's built-in example demo.
+
+    Raises:
+        DemoError: there is neither a demo file nor the repository's example watchers.
+    """
+    catalog = load_catalog(options.pipelines)
+    root = options.project_root or options.repo_root or find_project_root(options.pipelines)
+    demo_file = root / DEMO_FILE
+    if demo_file.is_file():
+        return catalog, ProjectDemo.load(demo_file, catalog)
+    if all(w in catalog.watchers for w in (DELIVERIES_WATCHER, SENSORS_WATCHER)):
+        return catalog, None
+    raise DemoError(
+        f"no {DEMO_FILE} in the project root {root}: write one with the messages to send, e.g. "
+        '{"messages": [{"watcher": "orders", "body": {...}}], "expect": {"runs": {"PIPELINE": 1}}} '
+        "(`assetflow init` makes a project with one)"
+    )
+
+
+def check_demo(options: RuntimeOptions) -> None:
+    """Refuse, before anything starts, definitions the demo cannot run.
+
+    Raises:
+        DemoError: no demo file and not the repository's examples, or a demo file that does not fit.
+    """
+    _scenario(options)
+
+
 def run_demo(
     options: RuntimeOptions,
     *,
@@ -337,6 +473,7 @@ def run_demo(
     Everything the runtime started is stopped before returning, also on an exception or Ctrl-C.
     """
     began = time.monotonic()
+    catalog, project_demo = _scenario(options)
     progress = Progress(out)
     print(
         f"assetflow demo: starting the local runtime (DynamoDB Local, moto, Tansu; {options.launcher} launcher)",
@@ -347,7 +484,10 @@ def run_demo(
     with runtime:
         if runtime.catalog is None:
             raise DemoError("the runtime has no catalog")
-        expected = Expectations.for_catalog(runtime.catalog, jobs_run=options.launcher == "spark")
+        if project_demo is not None:
+            expected = project_demo.expectations(catalog)
+        else:
+            expected = Expectations.for_catalog(runtime.catalog, jobs_run=options.launcher == "spark")
         config = runtime.dev_config()
         print(
             f"  ready in {runtime.startup_seconds:.1f} s · API {config['api']['url']} · details in "
@@ -355,13 +495,21 @@ def run_demo(
             file=out,
             flush=True,
         )
-        sent = send_messages(runtime)
-        print(
-            f"  sent {sent['sqs']} SQS messages (one malformed), {sent['kafka']} Kafka records, "
-            f"{sent['api']} API event; waiting for the runs",
-            file=out,
-            flush=True,
-        )
+        if project_demo is not None:
+            sent = project_demo.send(runtime)
+            counts = ", ".join(
+                f"{n} {kind.upper() if kind == 'sqs' else kind.capitalize()} messages"
+                for kind, n in sent.items()
+            )
+            print(f"  sent {counts} from {DEMO_FILE}; waiting for the runs", file=out, flush=True)
+        else:
+            sent = send_messages(runtime)
+            print(
+                f"  sent {sent['sqs']} SQS messages (one malformed), {sent['kafka']} Kafka records, "
+                f"{sent['api']} API event; waiting for the runs",
+                file=out,
+                flush=True,
+            )
         snapshot = wait_for_runs(runtime, expected, progress, timeout=timeout, began=began)
         progress.done()
         print_views(runtime, snapshot, out)

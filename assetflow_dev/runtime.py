@@ -37,7 +37,7 @@ from assetflow.functions import (
     handle_schedule_tick,
     handle_sqs_messages,
 )
-from assetflow.loader import load_catalog
+from assetflow.loader import find_project_root, load_catalog, missing_entry_points
 from assetflow_dev.api_server import LocalApiServer
 from assetflow_dev.aws import LOCAL_AWS_ENV, LOCAL_CLIENT_CONFIG, LOCAL_CLIENT_KWARGS, LOCAL_REGION, client
 from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBroker
@@ -54,6 +54,7 @@ from assetflow_dev.ticker import ScheduleTicker
 
 logger = logging.getLogger(__name__)
 
+#: This repository's root (for its own tests); a runtime's jobs come from the project root instead.
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Where `assetflow dev up` writes its connection details, relative to the working directory.
 DEV_CONFIG_NAME = "dev.json"
@@ -94,7 +95,10 @@ class RuntimeOptions:
 
     pipelines: str = "pipelines"
     work_dir: Path = Path(".assetflow")
-    repo_root: Path = REPO_ROOT
+    #: Where job entry points are: None finds the project root from ``pipelines`` (see ``find_project_root``).
+    project_root: Path | None = None
+    #: The old name of ``project_root`` (kept for callers written before it).
+    repo_root: Path | None = None
     launcher: Launcher = "spark"
     max_concurrent_runs: int = 2
     #: Spark drivers kept started and waiting for a job (one job per driver; the spark launcher only).
@@ -150,6 +154,7 @@ class LocalRuntime:
         self.pollers: list[Any] = []
         self.ticker: ScheduleTicker | None = None
         self._function_log: IO[str] | None = None
+        self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._stopped = threading.Event()
         self._locks: dict[tuple[Callable[..., Any], str], threading.BoundedSemaphore] = {}
         self._started = False
@@ -178,9 +183,22 @@ class LocalRuntime:
         logger.info("local runtime ready", extra={"seconds": round(self.startup_seconds, 2)})
         return self
 
+    @property
+    def project_root(self) -> Path:
+        """The folder job entry points are relative to."""
+        options = self.options
+        return (options.project_root or options.repo_root or find_project_root(options.pipelines)).resolve()
+
     def _start(self) -> None:
         options = self.options
         self.catalog = load_catalog(options.pipelines)
+        missing = missing_entry_points(self.catalog, self.project_root)
+        if missing:
+            raise LocalRuntimeError(
+                "; ".join(missing)
+                + " (entry points are relative to the project root: the nearest folder at or "
+                "above the definitions holding cdk.json or pyproject.toml, else the working directory)"
+            )
         logs = self.work_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         handlers = {name: module.lambda_handler for name, module in FUNCTION_MODULES.items()}
@@ -201,7 +219,7 @@ class LocalRuntime:
             kafka=self.kafka,
             work_dir=self.work_dir,
             names=options.names,
-            repo_root=options.repo_root,
+            repo_root=self.project_root,
         )
         self.launcher = self._build_launcher(self.catalog, self.resources, self.dynamodb.endpoint)
         self.deps = deps = self._dependencies(launcher=self.launcher)
@@ -267,6 +285,11 @@ class LocalRuntime:
         if self._function_log is not None:
             if _observe.stream is self._function_log:
                 _observe.stream = None
+            # Give the handlers their streams back before closing the file: a later runtime in this process
+            # (tests, benchmarks) would otherwise find them writing to a closed file.
+            for handler, stream in self._redirected:
+                handler.setStream(stream)
+            self._redirected = []
             self._function_log.close()
             self._function_log = None
 
@@ -316,6 +339,7 @@ class LocalRuntime:
         document: dict[str, Any] = {
             "endpoints": {k: v for k, v in endpoints.items() if k != "dynamodbstreams"},
             "api": {"url": self.api.url if self.api is not None else None, "token": self.token},
+            "ui": self.api.ui_url if self.api is not None else None,
             "env": env,
             "launcher": self.options.launcher,
             "pid": os.getpid(),
@@ -402,7 +426,7 @@ class LocalRuntime:
             return EmrApiLauncher(emr=emr, emr_client=self.client("emr-serverless"))
         return LocalSparkLauncher(
             emr=emr,
-            repo_root=self.options.repo_root,
+            repo_root=self.project_root,
             work_dir=self.work_dir,
             job_env=self._job_env(),
             entry_points=[p.job.entry_point for p in catalog.pipelines.values()],
@@ -538,14 +562,16 @@ class LocalRuntime:
             return
         self.options.function_log.parent.mkdir(parents=True, exist_ok=True)
         self._function_log = self.options.function_log.open("a", encoding="utf-8")
-        _observe.stream = (
-            self._function_log
-        )  # the functions' metrics (EMF), as CloudWatch Logs would hold them
+        # The functions' metrics (EMF) too, as CloudWatch Logs would hold them.
+        _observe.stream = self._function_log
         for module in FUNCTION_MODULES.values():
             powertools_logger = getattr(module, "logger", None)
             registered = getattr(powertools_logger, "registered_handler", None)
-            if isinstance(registered, logging.StreamHandler):
-                registered.setStream(self._function_log)
+            # Functions of one service (the two ingest handlers) share one handler: redirect it once.
+            if isinstance(registered, logging.StreamHandler) and all(
+                registered is not done for done, _ in self._redirected
+            ):
+                self._redirected.append((registered, registered.setStream(self._function_log)))
 
 
 @contextlib.contextmanager

@@ -15,14 +15,14 @@ DELIVERY_MESSAGE_SCHEMA = {
 }
 
 raw_deliveries = Asset(
+    "raw_deliveries",
     "s3://assetflow-demo/landing/deliveries",
-    name="raw_deliveries",
     extra={"owner": "supply-chain", "format": "csv"},
     watchers=[AssetWatcher("deliveries", SqsQueue("deliveries", schema=DELIVERY_MESSAGE_SCHEMA))],
 )
-curated_deliveries = Asset("s3://assetflow-demo/curated/deliveries", name="curated_deliveries")
+curated_deliveries = Asset("curated_deliveries", "s3://assetflow-demo/curated/deliveries")
 partner_exports = AssetAlias("partner-exports")
-partner_feed_audit_table = Asset("s3://assetflow-demo/audit/partner_feeds", name="partner_feed_audit")
+partner_feed_audit_table = Asset("partner_feed_audit", "s3://assetflow-demo/audit/partner_feeds")
 
 # One run per delivery message (batch=False), at most two at a time; the rest wait in the queue.
 deliveries_etl = Pipeline(

@@ -8,9 +8,9 @@ from sensors import readings_table
 from assetflow import Asset, AssetOrTimeSchedule, Pipeline, SparkJob
 
 # Operators refresh the dashboard by emitting this asset: `assetflow events emit x-ops://dashboard/refresh`.
-dashboard_refresh = Asset("x-ops://dashboard/refresh", name="dashboard_refresh")
-ops_dashboard_table = Asset("s3://assetflow-demo/reports/ops_dashboard", name="ops_dashboard")
-daily_report_table = Asset("s3://assetflow-demo/reports/daily", name="daily_report")
+dashboard_refresh = Asset("dashboard_refresh", "x-ops://dashboard/refresh")
+ops_dashboard_table = Asset("ops_dashboard", "s3://assetflow-demo/reports/ops_dashboard")
+daily_report_table = Asset("daily_report", "s3://assetflow-demo/reports/daily")
 
 ops_dashboard = Pipeline(
     id="ops_dashboard",

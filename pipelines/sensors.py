@@ -26,8 +26,8 @@ READING_SCHEMA = {
 
 # Each reading's time becomes its event's partition key, so the daily rollup can group by day.
 sensor_readings = Asset(
+    "sensor_readings",
     "x-iot://sensors/readings",
-    name="sensor_readings",
     watchers=[
         AssetWatcher(
             "sensor-readings",
@@ -40,9 +40,9 @@ sensor_readings = Asset(
         )
     ],
 )
-readings_table = Asset("s3://assetflow-demo/iot/readings", name="iot_readings")
+readings_table = Asset("iot_readings", "s3://assetflow-demo/iot/readings")
 sensor_alerts = AssetAlias("sensor-alerts")
-daily_readings = Asset("s3://assetflow-demo/iot/daily", name="iot_daily")
+daily_readings = Asset("iot_daily", "s3://assetflow-demo/iot/daily")
 
 # The alert asset is added to the alias only when a reading crosses a threshold: conditional triggering.
 # One check at a time: readings that arrive meanwhile queue up and the next run takes them all together.

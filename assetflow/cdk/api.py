@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import jsii
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -15,24 +16,24 @@ from constructs import Construct
 from assetflow.cdk.config import EnvironmentConfig
 from assetflow.cdk.functions import FunctionDefaults, ServiceFunction
 from assetflow.cdk.ingest import grant_extras_writes
+from assetflow.cdk.nag import acknowledge
+from assetflow.routes import PERMISSIONS, ROUTES, Permission, of_permission
 
 API_HANDLER = "assetflow.functions.handle_api"
-
-#: Every route of DESIGN §5; each one requires SigV4-signed requests (IAM authorisation).
-ROUTES: tuple[tuple[str, apigwv2.HttpMethod], ...] = (
-    ("/assets/events", apigwv2.HttpMethod.POST),
-    ("/assets/events", apigwv2.HttpMethod.GET),
-    ("/assets", apigwv2.HttpMethod.GET),
-    ("/pipelines/{id}/queue", apigwv2.HttpMethod.GET),
-    ("/pipelines/{id}/queue", apigwv2.HttpMethod.DELETE),
-    ("/pipelines/{id}/runs", apigwv2.HttpMethod.GET),
-    ("/runs/{run_id}", apigwv2.HttpMethod.GET),
-    ("/quarantine", apigwv2.HttpMethod.GET),
-)
+#: What each permission's managed policy lets an operator do (its description in IAM).
+PERMISSION_TEXT: dict[Permission, str] = {
+    "read": "read the views: assets, events, queues, runs, quarantine, the catalog and the OpenAPI document",
+    "emit": "create asset events",
+    "operate": "act on queues and runs",
+}
 
 
 class OperatorApi(Construct):
     """An HTTP API (payload v2) with IAM authorisation on every route, access logs and throttling.
+
+    Its routes are the table of ``assetflow/routes.py``. ``policies`` holds one IAM managed policy per
+    permission (``read``, ``emit``, ``operate``), each allowing ``execute-api:Invoke`` on its routes only:
+    attach the ones an operator needs to their role or group.
 
     With ``extras_bucket`` (the runs bucket, RUNS_BUCKET to the function) ``POST /assets/events`` stores
     large extras by reference.
@@ -73,8 +74,10 @@ class OperatorApi(Construct):
             self.handler.function,
             payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
         )
-        for path, method in ROUTES:
-            self.http_api.add_routes(path=path, methods=[method], integration=integration)
+        for route in ROUTES:
+            self.http_api.add_routes(
+                path=route.path, methods=[apigwv2.HttpMethod(route.method)], integration=integration
+            )
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=config.log_retention, removal_policy=config.removal_policy
         )
@@ -87,6 +90,35 @@ class OperatorApi(Construct):
             throttle=apigwv2.ThrottleSettings(rate_limit=50, burst_limit=100),
             access_log_settings=JsonAccessLogs(self.access_logs),
         )
+        self.policies = {permission: self._policy(permission) for permission in PERMISSIONS}
+
+    def _policy(self, permission: Permission) -> iam.ManagedPolicy:
+        """The managed policy allowing ``execute-api:Invoke`` on the routes of one permission, on this stage."""
+        policy = iam.ManagedPolicy(
+            self,
+            f"{permission.capitalize()}Policy",
+            description=f"assetflow operator API: {PERMISSION_TEXT[permission]}",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["execute-api:Invoke"],
+                    resources=[
+                        self.http_api.arn_for_execute_api(route.method, route.arn_path, self.stage.stage_name)
+                        for route in of_permission(permission)
+                    ],
+                )
+            ],
+        )
+        api_id = Stack.of(self).resolve(self.http_api.node.default_child.logical_id)  # type: ignore[union-attr]
+        for route in of_permission(permission):
+            if route.variables:
+                acknowledge(
+                    policy,
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+                    f"<{api_id}>/{self.stage.stage_name}/{route.method}{route.arn_path}]",
+                    "A route's path variable (a pipeline id, a run id) is a '*' in its execute-api ARN: the "
+                    "policy allows that route for every pipeline or run, and no other route.",
+                )
+        return policy
 
     @property
     def url(self) -> str:

@@ -43,9 +43,9 @@ class AssetflowService(Construct):
 
     For teams with their own CDK app: ``AssetflowService(stack, "Assetflow", catalog=load_catalog(...),
     config=EnvironmentConfig(...), project_root=Path(...))``. ``project_root`` holds the jobs' entry points
-    (paths in the catalog are relative to it); ``vendor_dependencies`` pip-installs the
-    functions' third-party dependencies into the code asset (needed for a working deployment, see
-    docs/deploy.md), otherwise an earlier vendoring's cache is used if there is one.
+    (paths in the catalog are relative to it). The functions' third-party dependencies are pip-installed
+    into the code asset once (cached under ``build_dir``); ``vendor_dependencies=False`` skips that for an
+    offline synth (an earlier vendoring's cache is still used), which cannot be deployed.
 
     Raises:
         ConfigError: the catalog needs something the environment does not configure (a Kafka cluster).
@@ -61,7 +61,7 @@ class AssetflowService(Construct):
         config: EnvironmentConfig,
         project_root: Path,
         build_dir: Path | None = None,
-        vendor_dependencies: bool = False,
+        vendor_dependencies: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         # Teams embedding the service may lack this cdk.json flag; without it the access-log bucket would need
@@ -70,10 +70,11 @@ class AssetflowService(Construct):
         self.catalog = catalog
         self.config = config
         build = build_dir or default_build_dir(project_root)
-        bundle = build_lambda_bundle(catalog.to_document(), build_dir=build, vendor=vendor_dependencies)
+        # Job code first: a missing entry point fails before anything is vendored or written.
         job_code = build_job_code(
             project_root, [p.job.entry_point for p in catalog.pipelines.values()], build_dir=build
         )
+        bundle = build_lambda_bundle(catalog.to_document(), build_dir=build, vendor=vendor_dependencies)
 
         self._stores(job_code)
         self._functions(self._function_defaults(bundle))
@@ -84,7 +85,7 @@ class AssetflowService(Construct):
             Annotations.of(self).add_warning_v2(
                 "assetflow:unvendoredDependencies",
                 "The Lambda code asset has no third-party dependencies (croniter, jsonschema): fine for synth and "
-                "tests, broken on AWS. Deploy with `-c vendor=true` (see docs/deploy.md).",
+                "tests, broken on AWS. Synthesise without `-c vendor=false` to deploy (see docs/deploy.md).",
             )
 
     def _stores(self, job_code: Path | None) -> None:

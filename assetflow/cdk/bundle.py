@@ -129,6 +129,9 @@ def vendored_dependencies(build_dir: Path, *, install: bool) -> Path | None:
             raise BundleError(f"vendoring the Lambda dependencies failed:\n{result.stderr.strip()}")
         for cache in staging.rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
+        # Nothing the functions import: console scripts and the packages' own test suites.
+        for unused in [staging / "bin", *staging.glob("*/tests")]:
+            shutil.rmtree(unused, ignore_errors=True)
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -152,8 +155,9 @@ def build_lambda_bundle(
 ) -> LambdaBundle:
     """Assemble the one Lambda asset folder: the library with its functions, and ``catalog.json``.
 
-    Third-party dependencies come from the vendored folder when ``vendor`` asks for them or an earlier
-    vendoring left them cached; otherwise the folder holds our code only (enough to synthesise).
+    Third-party dependencies come from the vendored folder when ``vendor`` asks for them (the default of the
+    construct) or an earlier vendoring left them cached; otherwise the folder holds our code only (enough to
+    synthesise, not to deploy).
 
     Raises:
         BundleError: vendoring failed.

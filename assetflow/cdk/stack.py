@@ -35,7 +35,7 @@ class AssetflowStack(Stack):
         catalog: Catalog,
         config: EnvironmentConfig,
         project_root: Path,
-        vendor_dependencies: bool = False,
+        vendor_dependencies: bool = True,
         build_dir: Path | None = None,
         **kwargs: Any,
     ) -> None:
@@ -62,6 +62,12 @@ class AssetflowStack(Stack):
             "The EMR Serverless application",
         )
         self._output(OUTPUT_REGION, self.region, "The region of the stack")
+        for permission, policy in service.api.policies.items():
+            self._output(
+                f"Api{permission.capitalize()}PolicyArn",
+                policy.managed_policy_arn,
+                f"Managed policy that lets an operator {permission} through the HTTP API",
+            )
         queues = {w.watcher: w.queue.queue_url for w in service.ingest.watchers if w.queue is not None}
         self._output(
             OUTPUT_QUEUE_URLS, self.to_json_string(queues), "SQS queue URL of each watcher, by watcher name"

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from assetflow.core.conditions import Asset, AssetAlias
+from assetflow.core.conditions import Asset, AssetAlias, AssetRef, Failed, Late
 from assetflow.core.errors import CatalogError, DefinitionError, DocumentError
+from assetflow.core.expectations import ExpectedArrival
 from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.watchers import AssetWatcher, KafkaTopic, SqsQueue, source_from_json
 
 DOCUMENT_FORMAT = "assetflow.catalog"
-DOCUMENT_VERSION = 1
+#: Version 2: asset groups and expectations, alias groups, the event operators, manual / time / asset-and-time /
+#: cron-partition schedules, pipeline windows and skip_unchanged.
+DOCUMENT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -114,9 +117,11 @@ class Catalog:
                 declared_assets.append((d.value, d.origin))
 
         assets = cls._merge_assets(declared_assets, errors, warnings)
+        pipelines = cls._resolve_refs(pipelines, assets, errors)
         cls._check_watchers(assets, errors)
         aliases = cls._check_aliases(pipelines, errors)
         cls._check_producers(pipelines, assets, warnings)
+        cls._check_outcomes(pipelines, assets, errors)
         cls._check_loops(pipelines, errors, warnings)
         if errors:
             raise CatalogError([str(e) for e in errors])
@@ -132,23 +137,42 @@ class Catalog:
             if known is None:
                 merged[asset.uri] = asset
                 continue
-            name = known.name
-            if asset.name != asset.uri:
-                if known.name not in (known.uri, asset.name):
+            subject = f"asset {asset.uri!r}"
+            named, name = known.named, known.name
+            if asset.named:
+                if known.named and known.name != asset.name:
                     errors.append(
                         Diagnostic(
                             "error",
-                            f"asset {asset.uri!r}",
+                            subject,
                             f"declared with two names, {known.name!r} and {asset.name!r} ({origin})",
                         )
                     )
-                name = asset.name
+                named, name = True, asset.name
+            group = known.group
+            if asset.group != "asset":
+                if known.group not in ("asset", asset.group):
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            subject,
+                            f"declared in two groups, {known.group!r} and {asset.group!r} ({origin})",
+                        )
+                    )
+                group = asset.group
+            expect = known.expect
+            if asset.expect is not None:
+                if known.expect is not None and known.expect != asset.expect:
+                    errors.append(
+                        Diagnostic("error", subject, f"declared with two different expect= ({origin})")
+                    )
+                expect = asset.expect
             extra = dict(known.extra)
             if asset.extra and known.extra and dict(asset.extra) != dict(known.extra):
                 warnings.append(
                     Diagnostic(
                         "warning",
-                        f"asset {asset.uri!r}",
+                        subject,
                         f"declared with different extras; the first is kept ({origin})",
                     )
                 )
@@ -159,8 +183,86 @@ class Catalog:
             for watcher in (*known.watchers, *asset.watchers):
                 if watcher not in watchers:
                     watchers.append(watcher)
-            merged[asset.uri] = Asset(asset.uri, name=name, extra=thaw_json(extra), watchers=watchers)
+            merged[asset.uri] = Asset(
+                name=name,
+                uri=asset.uri if named else None,
+                group=group,
+                extra=thaw_json(extra),
+                watchers=watchers,
+                expect=expect,
+            )
+        by_name: dict[str, str] = {}
+        for asset in merged.values():
+            other = by_name.setdefault(asset.name, asset.uri)
+            if other != asset.uri:
+                errors.append(
+                    Diagnostic(
+                        "error",
+                        f"asset name {asset.name!r}",
+                        f"names two assets ({other!r} and {asset.uri!r}); asset names are unique, as in Airflow",
+                    )
+                )
         return merged
+
+    @staticmethod
+    def _resolve_refs(
+        pipelines: Mapping[str, Pipeline], assets: Mapping[str, Asset], errors: list[Diagnostic]
+    ) -> dict[str, Pipeline]:
+        """The pipelines with every ``Asset.ref(...)`` replaced by the declared asset it names."""
+        by_name = {a.name: a for a in assets.values()}
+
+        def find(ref: AssetRef) -> Asset:
+            found = by_name.get(ref.ref_name) if ref.ref_name is not None else assets.get(ref.ref_uri or "")
+            if found is None:
+                raise DefinitionError(repr(ref))
+            return found
+
+        resolved: dict[str, Pipeline] = {}
+        for pid, pipeline in pipelines.items():
+            unknown = [
+                repr(ref) for ref in dict.fromkeys(pipeline.condition.iter_refs()) if _missing(ref, find)
+            ]
+            if unknown:
+                # reported here, and left out of the checks that follow (they would only repeat it)
+                errors.append(
+                    Diagnostic(
+                        "error",
+                        f"pipeline {pid!r}",
+                        f"{', '.join(unknown)} names no declared asset; declare it (an Asset(...) in the "
+                        "definitions, or in a pipeline's schedule, outlets or inlets) or fix the reference",
+                    )
+                )
+                continue
+            resolved[pid] = pipeline.resolved(find)
+        return resolved
+
+    @staticmethod
+    def _check_outcomes(
+        pipelines: Mapping[str, Pipeline], assets: Mapping[str, Asset], errors: list[Diagnostic]
+    ) -> None:
+        """``late(a)`` needs an expectation on ``a``; ``a.failed()`` needs a pipeline that produces ``a``."""
+        produced = {o.uri for p in pipelines.values() for o in p.outlets if isinstance(o, Asset)}
+        for pipeline in pipelines.values():
+            for node in pipeline.condition.iter_nodes():
+                known = assets.get(node.uri) if isinstance(node, Failed | Late) else None
+                if isinstance(node, Late) and known is not None and known.expect is None:
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"pipeline {pipeline.id!r}",
+                            f"late({node.uri!r}) needs an expectation: declare the asset with "
+                            "expect=ExpectedArrival(cron, grace=...)",
+                        )
+                    )
+                if isinstance(node, Failed) and known is not None and node.uri not in produced:
+                    errors.append(
+                        Diagnostic(
+                            "error",
+                            f"pipeline {pipeline.id!r}",
+                            f"{node.uri!r}.failed() can never hold: no pipeline has the asset in its outlets, so no "
+                            "run can fail to produce it",
+                        )
+                    )
 
     @staticmethod
     def _check_watchers(assets: Mapping[str, Asset], errors: list[Diagnostic]) -> None:
@@ -245,10 +347,14 @@ class Catalog:
     def _self_sustaining(pipelines: Mapping[str, Pipeline], with_aliases: bool) -> set[str]:
         """Pipelines that can keep triggering each other from their own outlets alone (a greatest fixpoint).
 
-        Linear in the pipelines: every pipeline starts alive; one whose condition fails on the outlets of the
-        live pipelines of its partitioning dies, and only the consumers of an outlet that thereby has no live
-        producer left are judged again (each outlet dies once, so each pipeline is judged at most once per
-        asset or alias it names, plus once).
+        Without aliases: certainly (whatever the outlet events' content and order); with aliases: possibly
+        (content and order may match, a producing run may fail).
+
+        Linear in the pipelines: every pipeline starts alive; one whose condition is not fed by the outlets of
+        the live pipelines of its partitioning dies, and only the pipelines naming an outlet that thereby has
+        no live producer left are judged again (each outlet dies once). Events of partitioned runs only
+        trigger partition-aware pipelines, and events of other runs have no partition key, so partition-aware
+        pipelines ignore them (DESIGN §3.8): one world per partitioning.
         """
 
         def outlets(pipeline: Pipeline) -> set[tuple[str, str]]:
@@ -257,8 +363,15 @@ class Catalog:
                 found |= {("alias", o.name) for o in pipeline.outlets if isinstance(o, AssetAlias)}
             return found
 
-        # Events of partitioned runs only trigger partition-aware pipelines, and events of other runs have no
-        # partition key, so partition-aware pipelines ignore them (DESIGN §3.8): two worlds, one per flag.
+        def named(pipeline: Pipeline) -> set[tuple[str, str]]:
+            found: set[tuple[str, str]] = set()
+            for node in pipeline.condition.iter_nodes():
+                if isinstance(node, AssetAlias):
+                    found.add(("alias", node.name))
+                elif isinstance(getattr(node, "uri", None), str):  # assets, and failed()/late() of one
+                    found.add(("asset", str(getattr(node, "uri", ""))))
+            return found
+
         producers: dict[tuple[bool, str, str], int] = {}
         available: dict[bool, tuple[set[str], set[str]]] = {flag: (set(), set()) for flag in (False, True)}
         consumers: dict[tuple[bool, str, str], list[str]] = {}
@@ -267,9 +380,7 @@ class Catalog:
                 key = (pipeline.partitioned, kind, name)
                 producers[key] = producers.get(key, 0) + 1
                 available[pipeline.partitioned][kind == "alias"].add(name)
-            named = {("asset", a.uri) for a in pipeline.condition.iter_assets()}
-            named |= {("alias", a.name) for a in pipeline.condition.iter_aliases()}
-            for kind, name in named:
+            for kind, name in named(pipeline):
                 consumers.setdefault((pipeline.partitioned, kind, name), []).append(pid)
         alive = set(pipelines)
         todo = list(pipelines)
@@ -279,7 +390,10 @@ class Catalog:
                 continue
             pipeline = pipelines[pid]
             assets, aliases = available[pipeline.partitioned]
-            if pipeline.condition.holds(assets, aliases):
+            # The sets change as pipelines die; ``feeds`` only asks them what they hold (no copy per call).
+            if pipeline.condition.feeds(
+                cast(frozenset[str], assets), cast(frozenset[str], aliases), sure=not with_aliases
+            ):
                 continue
             alive.discard(pid)
             for kind, name in outlets(pipeline):
@@ -337,10 +451,16 @@ class Catalog:
             "format": DOCUMENT_FORMAT,
             "version": DOCUMENT_VERSION,
             "assets": {
-                uri: {"uri": uri, "name": a.name, "extra": thaw_json(a.extra)}
+                uri: {
+                    "uri": uri,
+                    "name": a.name,
+                    "group": a.group,
+                    "extra": thaw_json(a.extra),
+                    "expect": None if a.expect is None else a.expect.to_json(),
+                }
                 for uri, a in self.assets.items()
             },
-            "aliases": {name: {"name": name} for name in self.aliases},
+            "aliases": {name: {"name": name, "group": alias.group} for name, alias in self.aliases.items()},
             "watchers": {
                 name: {"name": name, "asset": uri, "source": w.source.to_json()}
                 for name, (w, uri) in self.watchers.items()
@@ -372,10 +492,17 @@ class Catalog:
             for name, w in doc["watchers"].items():
                 watchers.setdefault(w["asset"], []).append(AssetWatcher(name, source_from_json(w["source"])))
             assets = {
-                uri: Asset(a["uri"], name=a["name"], extra=a["extra"], watchers=watchers.get(uri, []))
+                uri: Asset(
+                    name=a["name"],
+                    uri=a["uri"],
+                    group=a["group"],
+                    extra=a["extra"],
+                    watchers=watchers.get(uri, []),
+                    expect=None if a["expect"] is None else ExpectedArrival.from_json(a["expect"]),
+                )
                 for uri, a in doc["assets"].items()
             }
-            aliases = {name: AssetAlias(name) for name in doc["aliases"]}
+            aliases = {name: AssetAlias(name, group=a["group"]) for name, a in doc["aliases"].items()}
             pipelines = {pid: Pipeline.from_json(p) for pid, p in doc["pipelines"].items()}
         except (KeyError, TypeError, AttributeError, DefinitionError) as exc:
             raise DocumentError(f"malformed catalog document: {exc!r}") from exc
@@ -385,6 +512,14 @@ class Catalog:
                 "catalog document does not match its own content (edited by hand?); recompile it"
             )
         return catalog
+
+
+def _missing(ref: AssetRef, find: Callable[[AssetRef], Asset]) -> bool:
+    try:
+        find(ref)
+    except DefinitionError:
+        return True
+    return False
 
 
 def is_kafka(watcher: AssetWatcher) -> bool:

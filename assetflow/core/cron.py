@@ -66,6 +66,15 @@ _DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # the longest each month gets
 _PART = re.compile(r"(?P<first>\*|\w+)(?:-(?P<last>\w+))?(?:/(?P<step>\w+))?", re.ASCII)
 _RATE_UNITS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+# How far next_after / last_at_or_before look, growing: most schedules answer in the first window.
+_HORIZONS = (
+    timedelta(hours=2),
+    timedelta(days=2),
+    timedelta(days=32),
+    timedelta(days=367),
+    timedelta(days=8 * 366),
+    timedelta(days=(LAST_YEAR - FIRST_YEAR + 1) * 366),
+)
 
 
 class ScheduleExpressionError(DefinitionError):
@@ -868,6 +877,50 @@ class TimeSpec:
         if until <= after:
             return []
         return plan.ticks(_zone(self.timezone), after, until)
+
+    def next_after(self, moment: datetime) -> datetime | None:
+        """The first fire time strictly after ``moment`` (aware), or None when the schedule never fires again.
+
+        Raises:
+            ValueError: ``moment`` is naive.
+
+        """
+        for horizon in _HORIZONS:
+            ticks = self.ticks_between(moment, moment + horizon)
+            if ticks:
+                return ticks[0]
+        return None
+
+    def last_at_or_before(self, moment: datetime) -> datetime | None:
+        """The last fire time at or before ``moment`` (aware), or None when the schedule never fired.
+
+        Raises:
+            ValueError: ``moment`` is naive.
+
+        """
+        for horizon in _HORIZONS:
+            ticks = self.ticks_between(moment - horizon, moment)
+            if ticks:
+                return ticks[-1]
+        return None
+
+    def shifted(self, tick: datetime, steps: int) -> datetime | None:
+        """The fire time ``steps`` fires after (or, negative, before) the fire time ``tick``; None past the ends.
+
+        Raises:
+            ValueError: ``tick`` is naive.
+
+        """
+        moment: datetime | None = tick
+        for _ in range(abs(steps)):
+            if moment is None:
+                return None
+            moment = (
+                self.next_after(moment)
+                if steps > 0
+                else self.last_at_or_before(moment - timedelta(microseconds=1))
+            )
+        return moment
 
     def to_json(self) -> dict[str, Any]:
         """``{"source", "expression", "timezone", "start"}`` (``start`` ISO-8601 UTC, or null)."""

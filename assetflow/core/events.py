@@ -44,10 +44,15 @@ class AssetEvent:
     extra: Mapping[str, Any] = field(default_factory=dict)
     source: Mapping[str, Any] = field(default_factory=dict)
     partition_key: str | None = None
+    #: The data version the event stands for (an S3 ETag, an Iceberg snapshot id, ``Metadata(version=)``);
+    #: a ``skip_unchanged=True`` pipeline runs at most once per (asset, version).
+    version: str | None = None
 
     def __post_init__(self) -> None:
         if not self.asset or not self.id:
             raise ValueError("an asset event needs an asset URI and an id")
+        if self.version is not None and (not isinstance(self.version, str) or not self.version):
+            raise ValueError("an asset event's version is a non-empty string or None")
         object.__setattr__(self, "timestamp", parse_timestamp(format_timestamp(self.timestamp)))
         object.__setattr__(self, "extra", freeze_json(dict(self.extra), "event extra"))
         object.__setattr__(self, "source", freeze_json(dict(self.source), "event source"))
@@ -66,8 +71,8 @@ class AssetEvent:
         return self.partition_key is not None and self.source.get("type") == "run"
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN §5's event shape."""
-        return {
+        """DESIGN §5's event shape, with ``"version"`` only when the event carries one."""
+        doc: dict[str, Any] = {
             "asset": self.asset,
             "id": self.id,
             "timestamp": format_timestamp(self.timestamp),
@@ -75,6 +80,9 @@ class AssetEvent:
             "source": thaw_json(self.source),
             "partition_key": self.partition_key,
         }
+        if self.version is not None:
+            doc["version"] = self.version
+        return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> AssetEvent:
@@ -92,6 +100,7 @@ class AssetEvent:
                 extra=doc.get("extra") or {},
                 source=doc.get("source") or {},
                 partition_key=doc.get("partition_key"),
+                version=doc.get("version"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DocumentError(f"invalid asset event document: {exc}") from exc

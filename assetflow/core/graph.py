@@ -2,27 +2,75 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from assetflow.core.catalog import Catalog
-from assetflow.core.conditions import Asset, AssetAlias, AssetAll, AssetAny, Condition
-from assetflow.core.schedules import AssetOrTimeSchedule, PartitionedAssetSchedule
+from assetflow.core.conditions import (
+    Asset,
+    AssetAlias,
+    AssetAll,
+    AssetAny,
+    AssetRef,
+    AtLeast,
+    Condition,
+    Failed,
+    Late,
+    NoAssets,
+    Then,
+    Where,
+)
+from assetflow.core.jsonvalue import thaw_json
+from assetflow.core.schedules import (
+    AssetAndTimeSchedule,
+    CronPartitionTimetable,
+    PartitionedAssetSchedule,
+    Schedule,
+)
 from assetflow.core.watchers import SqsQueue
 
 
 def condition_text(condition: Condition, names: dict[str, str] | None = None) -> str:
-    """A condition written as users write it: ``(a & b) | c``, with asset names where known."""
+    """A condition written as users write it: ``(a & b) | at_least(c, 3)``, with asset names where known."""
+    names = names or {}
+    if isinstance(condition, NoAssets):
+        return "no assets"
     if isinstance(condition, Asset):
-        return (names or {}).get(condition.uri, condition.uri)
+        return names.get(condition.uri, condition.uri)
     if isinstance(condition, AssetAlias):
         return f"alias:{condition.name}"
+    if isinstance(condition, AssetRef):
+        return repr(condition)
+    if isinstance(condition, Where):
+        pattern = json.dumps(thaw_json(condition.pattern), sort_keys=True, separators=(",", ":"))
+        return f"{condition_text(condition.of, names)}.where({pattern})"
+    if isinstance(condition, Failed):
+        return f"{condition_text(condition.asset, names)}.failed()"
+    if isinstance(condition, Late):
+        return f"late({condition_text(condition.asset, names)})"
+    if isinstance(condition, AtLeast):
+        return f"at_least({condition_text(condition.of, names)}, {condition.n})"
+    if isinstance(condition, Then):
+        within = "" if condition.within is None else f", within={condition.within}"
+        return f"{_wrapped(condition.first, names)}.then({condition_text(condition.second, names)}{within})"
     assert isinstance(condition, AssetAll | AssetAny)  # noqa: S101  (the tree has only these nodes)
     joiner = " & " if isinstance(condition, AssetAll) else " | "
-    parts = [
-        f"({condition_text(c, names)})" if isinstance(c, AssetAll | AssetAny) else condition_text(c, names)
-        for c in condition.children
-    ]
-    return joiner.join(parts)
+    return joiner.join(_wrapped(c, names) for c in condition.children)
+
+
+def _wrapped(condition: Condition, names: dict[str, str]) -> str:
+    text = condition_text(condition, names)
+    return f"({text})" if isinstance(condition, AssetAll | AssetAny) else text
+
+
+def schedule_text(schedule: Schedule, names: dict[str, str] | None = None) -> str:
+    """A schedule in one line: its condition and its time part (``manual only`` for neither)."""
+    parts = [condition_text(schedule.condition, names)] if schedule.has_assets else []
+    if schedule.time is not None:
+        parts.append(f"cron {schedule.time.source} {schedule.time.timezone}")
+    if isinstance(schedule, AssetAndTimeSchedule):
+        return " at ".join(parts)
+    return " or ".join(parts) or "manual only"
 
 
 _PREFIX = {"watcher": "w", "asset": "a", "alias": "l", "pipeline": "p"}
@@ -69,12 +117,21 @@ def _labels(catalog: Catalog) -> dict[tuple[str, str], str]:
     for name in catalog.aliases:
         labels[("alias", name)] = f"alias {name}"
     for pid, pipeline in catalog.pipelines.items():
-        lines = [pid, condition_text(pipeline.condition, names)]
         schedule = pipeline.schedule
-        if isinstance(schedule, AssetOrTimeSchedule):
-            lines.append(f"or cron {schedule.cron} {schedule.timezone}")
+        lines = [pid, condition_text(pipeline.condition, names) if schedule.has_assets else "manual only"]
+        if schedule.time is not None:
+            joiner = {"asset_and_time": "at ", "asset_or_time": "or "}.get(schedule.kind, "")
+            lines[1:] = [lines[1]] if schedule.has_assets else []
+            lines.append(f"{joiner}cron {schedule.time.source} {schedule.time.timezone}")
         if isinstance(schedule, PartitionedAssetSchedule):
-            lines.append(f"partitioned, {schedule.mapper.grain}")
+            keyed = f", by {schedule.key_field}" if schedule.key_field else ""
+            lines.append(f"partitioned, {schedule.mapper.grain}{keyed}")
+        if isinstance(schedule, CronPartitionTimetable):
+            lines.append(f"partition keys {schedule.key_format}")
+        for name in ("debounce", "max_wait", "within"):
+            value = getattr(pipeline, name)
+            if value is not None:
+                lines.append(f"{name} {value}")
         if not pipeline.batch:
             lines.append("one run per event")
         if pipeline.max_active_runs is not None:

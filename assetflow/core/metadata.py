@@ -23,6 +23,8 @@ class Metadata:
     asset: Asset
     extra: Mapping[str, Any] = field(default_factory=dict)
     alias: str | None = None
+    #: The data version of what the job wrote (its outlet event's ``version``: skip_unchanged consumers use it).
+    version: str | None = None
 
     def __post_init__(self) -> None:
         asset = Asset(self.asset) if isinstance(self.asset, str) else self.asset
@@ -33,10 +35,15 @@ class Metadata:
         alias = self.alias.name if isinstance(self.alias, AssetAlias) else self.alias
         if alias is not None:
             AssetAlias(alias)  # validates the name
+        if self.version is not None and (not isinstance(self.version, str) or not self.version):
+            raise DefinitionError("Metadata: version must be a non-empty string or None")
         object.__setattr__(self, "asset", asset)
         object.__setattr__(self, "alias", alias)
         object.__setattr__(self, "extra", freeze_json(dict(self.extra), "Metadata extra"))
 
     def to_json(self) -> dict[str, Any]:
-        """The outlet-metadata document's event entry."""
-        return {"asset": self.asset.uri, "extra": thaw_json(self.extra), "alias": self.alias}
+        """The outlet-metadata document's event entry (``"version"`` only when set)."""
+        doc: dict[str, Any] = {"asset": self.asset.uri, "extra": thaw_json(self.extra), "alias": self.alias}
+        if self.version is not None:
+            doc["version"] = self.version
+        return doc

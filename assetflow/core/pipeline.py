@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
-from assetflow.core.conditions import Asset, AssetAlias, Condition, condition_from_json
+from assetflow.core.conditions import Asset, AssetAlias, AssetRef, Condition, condition_from_json
 from assetflow.core.errors import DefinitionError, DocumentError
 from assetflow.core.schedules import Schedule, as_schedule, schedule_from_json
 from assetflow_job.contract import CONTEXT_ARGUMENT
@@ -78,20 +79,65 @@ def _outlet_from_json(doc: Mapping[str, Any]) -> Outlet:
     return condition
 
 
+#: The longest window a pipeline may declare (debounce, max_wait, within).
+MAX_WINDOW = timedelta(days=366)
+
+
+def _window(value: object, name: str, what: str) -> timedelta | None:
+    if value is None:
+        return None
+    if not isinstance(value, timedelta):
+        raise DefinitionError(
+            f"{what}: {name} must be a timedelta such as timedelta(minutes=5), not {type(value).__name__}"
+        )
+    if value < timedelta(seconds=1) or value > MAX_WINDOW:
+        raise DefinitionError(
+            f"{what}: {name} must be between one second and {MAX_WINDOW.days} days, got {value}"
+        )
+    return value
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return None if value is None else value.total_seconds()
+
+
+def _from_seconds(value: object) -> timedelta | None:
+    return None if value is None else timedelta(seconds=float(value))  # type: ignore[arg-type]
+
+
 class Pipeline:
     """One PySpark job that runs when its schedule holds; its outlets become events when it succeeds.
 
-    ``schedule`` is an asset condition (``a & b``, ``a | b``, a list meaning all-of), an
-    :class:`AssetOrTimeSchedule` or a :class:`PartitionedAssetSchedule`. ``batch=False`` gives one run
-    per event, for schedules where any single event satisfies the condition. ``max_active_runs`` holds
-    further runs (their events stay queued) until a run ends.
+    ``schedule`` is an asset condition (``a & b``, ``a | b``, a list meaning all-of), ``None`` (manual only), a
+    cron string, preset or ``timedelta`` (time only), or a schedule object (:class:`AssetOrTimeSchedule`,
+    :class:`AssetAndTimeSchedule`, :class:`PartitionedAssetSchedule`, :class:`CronPartitionTimetable`).
+    ``batch=False`` gives one run per event, for schedules where any single event satisfies the condition.
+    ``max_active_runs`` holds further runs (their events stay queued) until a run ends.
+
+    Event windows (batch pipelines on assets): ``debounce`` runs once no new event has come for that long;
+    ``max_wait`` runs anyway when the oldest queued event is that old (a steady stream still runs); ``within``
+    counts only events that recent towards the condition (older ones stay queued and ride along with the next
+    run). ``skip_unchanged=True`` records but does not run for an event whose (asset, version) the pipeline
+    has already consumed.
 
     Raises:
         DefinitionError: any part of the pipeline is invalid; the message names the pipeline.
 
     """
 
-    __slots__ = ("batch", "id", "inlets", "job", "max_active_runs", "outlets", "schedule")
+    __slots__ = (
+        "batch",
+        "debounce",
+        "id",
+        "inlets",
+        "job",
+        "max_active_runs",
+        "max_wait",
+        "outlets",
+        "schedule",
+        "skip_unchanged",
+        "within",
+    )
 
     id: str
     schedule: Schedule
@@ -100,16 +146,25 @@ class Pipeline:
     inlets: tuple[Outlet, ...]
     max_active_runs: int | None
     batch: bool
+    debounce: timedelta | None
+    max_wait: timedelta | None
+    within: timedelta | None
+    skip_unchanged: bool
 
     def __init__(
         self,
         id: str,
-        schedule: Schedule | Condition | Sequence[Condition],
+        schedule: Schedule | Condition | Sequence[Condition] | str | timedelta | None,
         job: SparkJob,
         outlets: Sequence[Outlet] = (),
         inlets: Sequence[Outlet] = (),
         max_active_runs: int | None = None,
         batch: bool = True,
+        *,
+        debounce: timedelta | None = None,
+        max_wait: timedelta | None = None,
+        within: timedelta | None = None,
+        skip_unchanged: bool = False,
     ) -> None:
         if not isinstance(id, str) or not PIPELINE_ID.match(id):
             raise DefinitionError(
@@ -120,6 +175,10 @@ class Pipeline:
             raise DefinitionError(f"{what}: job must be a SparkJob(...), not {type(job).__name__}")
         for kind, items in (("outlets", outlets), ("inlets", inlets)):
             for item in items:
+                if isinstance(item, AssetRef):
+                    raise DefinitionError(
+                        f"{what}: {kind} name the asset itself (import it); Asset.ref(...) is for schedules"
+                    )
                 if not isinstance(item, Asset | AssetAlias):
                     raise DefinitionError(
                         f"{what}: {kind} are Assets or AssetAliases, not {type(item).__name__}"
@@ -131,10 +190,26 @@ class Pipeline:
         sched = as_schedule(schedule, f"{what} schedule")
         if not isinstance(batch, bool):
             raise DefinitionError(f"{what}: batch must be True or False")
+        if not batch and not sched.runs_on_assets:
+            raise DefinitionError(
+                f"{what}: batch=False makes one run per event; under this schedule events start no runs"
+            )
         if not batch and not sched.condition.is_any_of_leaves():
             raise DefinitionError(
                 f"{what}: batch=False makes one run per event, which needs a schedule that any single event "
                 "satisfies (one asset, an alias, or assets joined with |); this schedule needs several"
+            )
+        windows = {
+            "debounce": _window(debounce, "debounce", what),
+            "max_wait": _window(max_wait, "max_wait", what),
+            "within": _window(within, "within", what),
+        }
+        self._check_windows(what, sched, batch, windows)
+        if not isinstance(skip_unchanged, bool):
+            raise DefinitionError(f"{what}: skip_unchanged must be True or False")
+        if skip_unchanged and not sched.has_assets:
+            raise DefinitionError(
+                f"{what}: skip_unchanged=True skips unchanged asset events; this schedule takes none"
             )
         for name, value in (
             ("id", id),
@@ -144,8 +219,40 @@ class Pipeline:
             ("inlets", tuple(dict.fromkeys(inlets))),
             ("max_active_runs", max_active_runs),
             ("batch", batch),
+            *windows.items(),
+            ("skip_unchanged", skip_unchanged),
         ):
             object.__setattr__(self, name, value)
+
+    @staticmethod
+    def _check_windows(
+        what: str, sched: Schedule, batch: bool, windows: Mapping[str, timedelta | None]
+    ) -> None:
+        given = [name for name, value in windows.items() if value is not None]
+        if not given:
+            return
+        if not sched.has_assets:
+            raise DefinitionError(
+                f"{what}: {', '.join(given)} apply to asset events; this schedule takes none"
+            )
+        if not batch:
+            raise DefinitionError(
+                f"{what}: {', '.join(given)} decide when a batch of events runs; batch=False runs each event at once"
+            )
+        debounce, max_wait = windows["debounce"], windows["max_wait"]
+        if not sched.runs_on_assets and (debounce or max_wait):
+            raise DefinitionError(
+                f"{what}: debounce and max_wait delay runs that events start; under AssetAndTimeSchedule the "
+                "tick starts runs (within= still limits which events count at the tick)"
+            )
+        if max_wait is not None and debounce is None:
+            raise DefinitionError(
+                f"{what}: max_wait bounds a debounce; without debounce= a run starts as soon as the condition holds"
+            )
+        if max_wait is not None and debounce is not None and max_wait < debounce:
+            raise DefinitionError(
+                f"{what}: max_wait ({max_wait}) must be at least debounce ({debounce}), or the debounce never applies"
+            )
 
     def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"Pipeline is immutable; cannot set {key!r}")
@@ -163,13 +270,37 @@ class Pipeline:
 
     @property
     def condition(self) -> Condition:
-        """The asset condition of the schedule."""
+        """The asset condition of the schedule (``NO_ASSETS`` for manual and time-only schedules)."""
         return self.schedule.condition
 
     @property
     def partitioned(self) -> bool:
-        """Whether the pipeline is partition-aware."""
+        """Whether the pipeline's runs carry partition keys."""
         return self.schedule.partitioned
+
+    def resolved(self, resolver: Callable[[AssetRef], Asset]) -> Pipeline:
+        """The same pipeline with every ``Asset.ref(...)`` of its schedule resolved (itself when it has none).
+
+        Raises:
+            Whatever ``resolver`` raises for a reference it cannot resolve.
+
+        """
+        condition = self.condition.resolve(resolver)
+        if condition is self.condition:
+            return self
+        return Pipeline(
+            self.id,
+            self.schedule.with_condition(condition),
+            self.job,
+            outlets=self.outlets,
+            inlets=self.inlets,
+            max_active_runs=self.max_active_runs,
+            batch=self.batch,
+            debounce=self.debounce,
+            max_wait=self.max_wait,
+            within=self.within,
+            skip_unchanged=self.skip_unchanged,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The catalog document's pipeline entry."""
@@ -182,6 +313,10 @@ class Pipeline:
             "max_active_runs": self.max_active_runs,
             "batch": self.batch,
             "partitioned": self.partitioned,
+            "debounce_seconds": _seconds(self.debounce),
+            "max_wait_seconds": _seconds(self.max_wait),
+            "within_seconds": _seconds(self.within),
+            "skip_unchanged": self.skip_unchanged,
         }
 
     @classmethod
@@ -202,6 +337,10 @@ class Pipeline:
                 inlets=[_outlet_from_json(i) for i in doc["inlets"]],
                 max_active_runs=doc["max_active_runs"],
                 batch=doc["batch"],
+                debounce=_from_seconds(doc.get("debounce_seconds")),
+                max_wait=_from_seconds(doc.get("max_wait_seconds")),
+                within=_from_seconds(doc.get("within_seconds")),
+                skip_unchanged=doc.get("skip_unchanged", False),
             )
-        except (KeyError, TypeError, DefinitionError) as exc:
+        except (KeyError, TypeError, ValueError, DefinitionError) as exc:
             raise DocumentError(f"invalid pipeline document: {exc}") from exc

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
+from types import MappingProxyType
 from typing import Any, Literal
 
 from assetflow.core.errors import DefinitionError, DocumentError
@@ -260,29 +261,233 @@ class KafkaTopic:
 WatcherSource = SqsQueue | KafkaTopic
 
 
-@dataclass(frozen=True)
+#: What ``MessageQueueTrigger`` passes on to the source it maps to.
+_SQS_SETTINGS = frozenset(
+    {"filter", "schema", "partition_key_field", "batch_size", "max_batching_window_seconds", "fifo"}
+)
+_KAFKA_SETTINGS = frozenset(
+    {
+        "filter",
+        "schema",
+        "partition_key_field",
+        "batch_size",
+        "consumer_group_id",
+        "starting_position",
+        "cluster",
+    }
+)
+#: Airflow trigger arguments about connections and polling: event-source mappings replace both, so they are
+#: accepted and have no effect.
+_POLLING_ARGUMENTS = frozenset(
+    {
+        "aws_conn_id",
+        "region_name",
+        "verify",
+        "botocore_config",
+        "kafka_config_id",
+        "poll_interval",
+        "poll_timeout",
+        "waiter_delay",
+        "max_messages",
+        "num_batches",
+        "wait_time_seconds",
+        "visibility_timeout",
+        "delete_message_on_reception",
+        "trigger_queue",
+        "commit_offset",
+    }
+)
+#: Airflow trigger arguments that would change which messages count: refused, with what to write instead.
+_REFUSED_ARGUMENTS = {
+    "apply_function": "a Python function per message cannot run in the ingest Lambda; use filter= (an "
+    "EventBridge-style pattern on the payload) or a where() in the pipeline's schedule",
+    "message_filtering": "use filter= (an EventBridge-style pattern on the payload)",
+    "message_filtering_match_values": "use filter= (an EventBridge-style pattern on the payload)",
+    "message_filtering_config": "use filter= (an EventBridge-style pattern on the payload)",
+}
+_SQS_URL = re.compile(
+    r"^https://(?:sqs\.(?P<region>[a-z0-9-]+)|(?P<legacy>[a-z0-9-]+)\.queue)\.amazonaws\.com(?P<cn>\.cn)?"
+    r"/(?P<account>\d{12})/(?P<queue>[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)/?$"
+)
+_KAFKA_URI = re.compile(r"^kafka://(?P<servers>[^/]+)/(?P<topics>[^/]+)$")
+_SQS_NAME_URI = re.compile(r"^sqs://(?P<queue>[^/]+)$")
+
+
+def _sqs_queue_from(text: str, settings: Mapping[str, Any]) -> SqsQueue:
+    """An SQS queue from a queue URL, an ARN, or ``sqs://NAME`` (a queue the stack creates)."""
+    url = _SQS_URL.match(text)
+    if url:
+        region = url["region"] or url["legacy"]
+        partition = "aws-cn" if url["cn"] else "aws"
+        return SqsQueue(arn=f"arn:{partition}:sqs:{region}:{url['account']}:{url['queue']}", **settings)
+    if text.startswith("arn:"):
+        return SqsQueue(arn=text, **settings)
+    named = _SQS_NAME_URI.match(text)
+    if named:
+        return SqsQueue(name=named["queue"], **settings)
+    raise DefinitionError(
+        f"MessageQueueTrigger: {text!r} is not an SQS queue: give its URL "
+        "(https://sqs.<region>.amazonaws.com/<account>/<queue>), its ARN, or sqs://<name> for a queue the stack "
+        "creates (a local endpoint's URL does not say its region: use SqsQueue(name=...))"
+    )
+
+
+def _kafka_topic_from(topics: Any, settings: Mapping[str, Any], cluster: Any = None) -> KafkaTopic:
+    names = (
+        [topics] if isinstance(topics, str) else list(topics) if isinstance(topics, list | tuple) else None
+    )
+    if not names or not all(isinstance(t, str) for t in names):
+        raise DefinitionError(
+            f"MessageQueueTrigger: topics must be a topic name or a list of one, got {topics!r}"
+        )
+    if len(names) > 1:
+        raise DefinitionError(
+            f"MessageQueueTrigger: {len(names)} topics {names!r}: an assetflow watcher reads one topic; give each "
+            "topic its own AssetWatcher (several may feed one asset's pipelines through an alias or |)"
+        )
+    return KafkaTopic(
+        names[0],
+        cluster=cluster if cluster is not None else settings.get("cluster"),
+        **{k: v for k, v in settings.items() if k != "cluster"},
+    )
+
+
+class MessageQueueTrigger:
+    """Airflow's ``MessageQueueTrigger``, mapped onto an assetflow source when it is built.
+
+    Accepted shapes (Airflow 3.3's common-messaging provider, with the Amazon and Kafka providers):
+
+    - ``MessageQueueTrigger(queue="https://sqs.<region>.amazonaws.com/<account>/<queue>")`` (or the queue's
+      ARN, or ``sqs://<name>`` for a queue the stack creates) → :class:`SqsQueue`;
+    - ``MessageQueueTrigger(scheme="sqs", sqs_queue=URL_OR_ARN)`` → :class:`SqsQueue`;
+    - ``MessageQueueTrigger(queue="kafka://<host:port,...>/<topic>")`` → :class:`KafkaTopic` on that
+      self-managed cluster;
+    - ``MessageQueueTrigger(scheme="kafka", topics=["<topic>"])`` → :class:`KafkaTopic` on the environment's
+      default cluster (or ``cluster=MskCluster(...)``).
+
+    assetflow's source settings (``filter``, ``schema``, ``partition_key_field``, ``batch_size``, ...) pass
+    through as keyword arguments. Airflow's connection and polling arguments (``aws_conn_id``,
+    ``kafka_config_id``, ``poll_interval``, ...) have no effect: event-source mappings do the polling.
+
+    Raises:
+        DefinitionError: the queue cannot be mapped (another scheme, several topics, a function filter, an
+            unknown argument); the message says what to write instead.
+
+    """
+
+    __slots__ = ("arguments", "source")
+
+    source: WatcherSource
+    arguments: Mapping[str, Any]
+
+    def __init__(self, *, queue: str | None = None, scheme: str | None = None, **kwargs: Any) -> None:
+        for name, fix in _REFUSED_ARGUMENTS.items():
+            if name in kwargs:
+                raise DefinitionError(f"MessageQueueTrigger: {name}= has no assetflow equivalent; {fix}")
+        settings = {k: v for k, v in kwargs.items() if k not in _POLLING_ARGUMENTS}
+        object.__setattr__(self, "arguments", MappingProxyType({"queue": queue, "scheme": scheme, **kwargs}))
+        object.__setattr__(self, "source", self._map(queue, scheme, settings))
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError(f"MessageQueueTrigger is immutable; cannot set {key!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageQueueTrigger):
+            return NotImplemented
+        return self.source == other.source
+
+    def __hash__(self) -> int:
+        return hash(self.source)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items() if v is not None)
+        return f"MessageQueueTrigger({shown})"
+
+    @staticmethod
+    def _check(settings: Mapping[str, Any], allowed: frozenset[str], kind: str) -> None:
+        unknown = sorted(set(settings) - allowed)
+        if unknown:
+            raise DefinitionError(
+                f"MessageQueueTrigger: {', '.join(unknown)} is not a setting of an assetflow {kind} source; "
+                f"use {', '.join(sorted(allowed))}"
+            )
+
+    @classmethod
+    def _map(cls, queue: str | None, scheme: str | None, settings: dict[str, Any]) -> WatcherSource:
+        if queue is not None and not isinstance(queue, str):
+            raise DefinitionError(f"MessageQueueTrigger: queue must be a string, not {type(queue).__name__}")
+        if queue is not None and "://" not in queue and not queue.startswith("arn:") and scheme is not None:
+            queue = None  # Airflow 3.3 routes a plain `queue=` beside `scheme=` to a triggerer queue
+        if queue is not None:
+            kafka = _KAFKA_URI.match(queue)
+            if kafka:
+                cls._check(settings, _KAFKA_SETTINGS - {"cluster"}, "Kafka")
+                servers = tuple(s.strip() for s in kafka["servers"].split(","))
+                return _kafka_topic_from(kafka["topics"].split(","), settings, SelfManagedKafka(servers))
+            cls._check(settings, _SQS_SETTINGS, "SQS")
+            return _sqs_queue_from(queue, settings)
+        if scheme == "sqs":
+            target = settings.pop("sqs_queue", None)
+            if not isinstance(target, str):
+                raise DefinitionError(
+                    "MessageQueueTrigger(scheme='sqs') needs sqs_queue= (the queue's URL or ARN)"
+                )
+            cls._check(settings, _SQS_SETTINGS, "SQS")
+            return _sqs_queue_from(target, settings)
+        if scheme == "kafka":
+            topics = settings.pop("topics", None)
+            cls._check(settings, _KAFKA_SETTINGS, "Kafka")
+            return _kafka_topic_from(topics, settings)
+        if scheme is None:
+            raise DefinitionError(
+                "MessageQueueTrigger needs queue= (a queue URL or URI) or scheme= ('sqs' or 'kafka')"
+            )
+        raise DefinitionError(
+            f"MessageQueueTrigger: scheme {scheme!r} is not supported; assetflow watches SQS queues (scheme='sqs') "
+            "and Kafka topics (scheme='kafka')"
+        )
+
+
+@dataclass(frozen=True, init=False)
 class AssetWatcher:
     """Watches one message source; every accepted message becomes one event of the asset it is attached to.
 
+    ``AssetWatcher(name, SqsQueue(...))`` or, as in Airflow, ``AssetWatcher(name, trigger=MessageQueueTrigger(...))``.
+
     Raises:
-        DefinitionError: the name or source is invalid.
+        DefinitionError: the name, source or trigger is invalid.
 
     """
 
     name: str
-    source: WatcherSource = field()
+    source: WatcherSource
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _WATCHER_NAME.match(self.name):
+    def __init__(
+        self, name: str, source: WatcherSource | None = None, *, trigger: MessageQueueTrigger | None = None
+    ) -> None:
+        if not isinstance(name, str) or not _WATCHER_NAME.match(name):
             raise DefinitionError(
-                f"AssetWatcher name {self.name!r}: 1-64 characters of letters, digits, '.', '_' or '-', "
+                f"AssetWatcher name {name!r}: 1-64 characters of letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit"
             )
-        if not isinstance(self.source, SqsQueue | KafkaTopic):
+        if trigger is not None:
+            if source is not None:
+                raise DefinitionError(f"AssetWatcher {name!r}: give a source or a trigger, not both")
+            if not isinstance(trigger, MessageQueueTrigger):
+                raise DefinitionError(
+                    f"AssetWatcher {name!r}: trigger must be a MessageQueueTrigger(...), not {type(trigger).__name__}"
+                )
+            source = trigger.source
+        if not isinstance(source, SqsQueue | KafkaTopic):
             raise DefinitionError(
-                f"AssetWatcher {self.name!r}: source must be SqsQueue(...) or KafkaTopic(...), "
-                f"not {type(self.source).__name__}"
+                f"AssetWatcher {name!r}: source must be SqsQueue(...) or KafkaTopic(...), "
+                f"not {type(source).__name__}"
             )
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "source", source)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AssetWatcher, (self.name, self.source))
 
 
 def source_from_json(doc: Mapping[str, Any]) -> WatcherSource:

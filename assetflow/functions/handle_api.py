@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 import urllib.parse
 import uuid
 from collections.abc import Callable
@@ -21,6 +20,8 @@ from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.composition import Dependencies, dependencies, utc_now
 from assetflow.core import limits
 from assetflow.core.errors import ConflictError, NotFoundError, StoreUnavailableError
+from assetflow.openapi import openapi_document
+from assetflow.routes import ROUTES, allowed_methods, by_operation
 from assetflow.usecases import requests, views
 
 logger = Logger(service="assetflow-api")
@@ -31,17 +32,6 @@ ANONYMOUS = "anonymous"
 WARNING_HEADER = "X-Assetflow-Warning"
 #: Header set on a replayed ``Idempotency-Key`` (the name Stripe and the IETF draft's examples use).
 REPLAYED_HEADER = "Idempotent-Replayed"
-
-# Every route and its methods, for 405s (Powertools answers 404 for a known path with another method).
-_ROUTES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
-    (re.compile(r"^/assets$"), frozenset({"GET"})),
-    (re.compile(r"^/assets/events$"), frozenset({"GET", "POST"})),
-    (re.compile(r"^/pipelines/[^/]+/queue$"), frozenset({"GET", "DELETE"})),
-    (re.compile(r"^/pipelines/[^/]+/runs$"), frozenset({"GET"})),
-    (re.compile(r"^/runs$"), frozenset({"GET"})),
-    (re.compile(r"^/runs/[^/]+$"), frozenset({"GET"})),
-    (re.compile(r"^/quarantine$"), frozenset({"GET"})),
-)
 
 
 def error_response(
@@ -130,21 +120,39 @@ def body(limit: int = limits.MAX_REQUEST_BODY_BYTES) -> bytes | str:
         raise requests.RequestError("the body is marked base64 but does not decode") from exc
 
 
-def _path_parameter(value: str) -> str:
-    return urllib.parse.unquote(value)
-
-
 def _page_args(params: dict[str, str]) -> dict[str, Any]:
     return {"limit": params.get("limit"), "token": params.get("next") or None}
 
 
 # ---- routes --------------------------------------------------------------------------------------------
 
+Params = dict[str, str]
+_Handler = Callable[..., Any]
+_HANDLED: set[str] = set()
 
-@app.post("/assets/events")
-def post_asset_event() -> Response[Any]:
+
+def route(operation: str) -> Callable[[_Handler], _Handler]:
+    """Serve ``operation``'s line of the route table (``assetflow/routes.py``) with the decorated function.
+
+    The function receives the checked query parameters, then the URL-decoded path variables in order.
+    """
+    line = by_operation(operation)
+
+    def register(func: _Handler) -> _Handler:
+        def serve(**variables: str) -> Any:
+            params = query(frozenset(line.query))
+            return func(params, *(urllib.parse.unquote(variables[name]) for name in line.variables))
+
+        app.route(line.resolver_path, method=line.method)(serve)
+        _HANDLED.add(operation)
+        return func
+
+    return register
+
+
+@route("createAssetEvent")
+def post_asset_event(params: Params) -> Response[Any]:
     """Create an asset event: 201 with the event (the same event again for a replayed Idempotency-Key)."""
-    query(frozenset())
     extras = _extras()
     limit = limits.MAX_REQUEST_BODY_BYTES if extras is None else limits.MAX_REQUEST_BODY_BYTES_BY_REFERENCE
     request = requests.parse_emit_request(
@@ -180,67 +188,74 @@ def post_asset_event() -> Response[Any]:
     )
 
 
-@app.get("/assets")
-def get_assets() -> dict[str, Any]:
+@route("listAssets")
+def get_assets(params: Params) -> dict[str, Any]:
     """Assets with their last event time and event count."""
-    params = query(frozenset({"limit", "next"}))
     return views.list_assets(_deps().store, **_page_args(params))
 
 
-@app.get("/assets/events")
-def get_asset_events() -> dict[str, Any]:
+@route("listAssetEvents")
+def get_asset_events(params: Params) -> dict[str, Any]:
     """An asset's events, newest first (``uri`` required)."""
-    params = query(frozenset({"uri", "limit", "next"}))
     return views.list_events(_deps().store, params.get("uri"), **_page_args(params))
 
 
-@app.get("/pipelines/<pipeline_id>/queue")
-def get_queue(pipeline_id: str) -> dict[str, Any]:
+@route("listQueue")
+def get_queue(params: Params, pipeline_id: str) -> dict[str, Any]:
     """A pipeline's queued events."""
-    query(frozenset())
     deps = _deps()
-    return views.list_queue(deps.store, deps.catalog, _path_parameter(pipeline_id))
+    return views.list_queue(deps.store, deps.catalog, pipeline_id)
 
 
-@app.delete("/pipelines/<pipeline_id>/queue")
-def delete_queue(pipeline_id: str) -> dict[str, Any]:
+@route("clearQueue")
+def delete_queue(params: Params, pipeline_id: str) -> dict[str, Any]:
     """Drop a pipeline's queued events (of one asset with ``?uri=``); says how many were dropped."""
-    params = query(frozenset({"uri"}))
     deps = _deps()
-    result = requests.clear_queue(
-        deps.store, deps.catalog, _path_parameter(pipeline_id), uri=params.get("uri")
-    )
+    result = requests.clear_queue(deps.store, deps.catalog, pipeline_id, uri=params.get("uri"))
     logger.info("queue cleared", extra={**result, "principal": principal()})
     return result
 
 
-@app.get("/pipelines/<pipeline_id>/runs")
-def get_pipeline_runs(pipeline_id: str) -> dict[str, Any]:
+@route("listPipelineRuns")
+def get_pipeline_runs(params: Params, pipeline_id: str) -> dict[str, Any]:
     """A pipeline's runs, newest first."""
-    params = query(frozenset({"limit", "next"}))
     deps = _deps()
-    return views.list_runs(deps.store, deps.catalog, _path_parameter(pipeline_id), **_page_args(params))
+    return views.list_runs(deps.store, deps.catalog, pipeline_id, **_page_args(params))
 
 
-@app.get("/runs")
-def get_runs() -> dict[str, Any]:
+@route("listRuns")
+def get_runs(params: Params) -> dict[str, Any]:
     """Every pipeline's runs, newest first."""
-    params = query(frozenset({"limit", "next"}))
     return views.list_runs(_deps().store, None, None, **_page_args(params))
 
 
-@app.get("/runs/<run_id>")
-def get_run(run_id: str) -> dict[str, Any]:
+@route("getRun")
+def get_run(params: Params, run_id: str) -> dict[str, Any]:
     """One run with its triggering events and the events it produced."""
-    query(frozenset())
-    return views.show_run(_deps().store, _path_parameter(run_id))
+    return views.show_run(_deps().store, run_id)
 
 
-@app.get("/quarantine")
-def get_quarantine() -> dict[str, Any]:
+@route("listQuarantine")
+def get_quarantine(params: Params) -> dict[str, Any]:
     """Rejected messages with their reasons, newest first."""
-    params = query(frozenset({"limit", "next"}))
     return views.list_quarantine(_deps().store, **_page_args(params))
+
+
+@route("getCatalog")
+def get_catalog(params: Params) -> dict[str, Any]:
+    """The compiled definitions the functions run with (``assetflow catalog --json``)."""
+    return _deps().catalog.to_document()
+
+
+@route("getOpenApi")
+def get_openapi(params: Params) -> dict[str, Any]:
+    """This API's OpenAPI document, generated from the route table."""
+    return openapi_document()
+
+
+_UNSERVED = sorted({r.operation for r in ROUTES} - _HANDLED)
+if _UNSERVED:  # a line added to the table without its handler fails at import, in every test
+    raise RuntimeError(f"routes without a handler in handle_api: {', '.join(_UNSERVED)}")
 
 
 # ---- errors --------------------------------------------------------------------------------------------
@@ -259,7 +274,7 @@ def unknown_route(_: RouteNotFoundError) -> Response[Any]:
     """404 for an unknown path, 405 (with ``Allow``) for a known path with another method."""
     method = app.current_event.http_method.upper()
     path = app.current_event.path
-    allowed = sorted({m for pattern, methods in _ROUTES if pattern.match(path) for m in methods})
+    allowed = allowed_methods(path)
     if allowed and method not in allowed:
         return error_response(
             HTTPStatus.METHOD_NOT_ALLOWED,

@@ -245,7 +245,7 @@ class Evaluator:
                 group = groups.setdefault(
                     (route.pipeline, route.key), _Group(self.catalog.pipelines[route.pipeline], route.key)
                 )
-                group.entries.append(QueueEntry(event, route.aliases))
+                group.entries.append(route.entry(event))
                 result.routed.append((route.pipeline, route.key))
                 result.pipelines_of.setdefault(event.id, []).append(route.pipeline)
                 first_routed.setdefault(route.pipeline, event.id)
@@ -313,7 +313,12 @@ class Evaluator:
         while pending or pending_ticks or more or not judged:
             part = pending[:size]
             try:
-                if part and not pending_ticks and known is None and self._stays_waiting(pipeline, head, part):
+                wait = (
+                    head.waits(pipeline, part, now=self.clock())
+                    if part and not pending_ticks and known is None
+                    else None
+                )
+                if wait is not None:
                     # The core would only queue them: add them from the head alone, without reading the
                     # queue, so an event of a long-waiting queue (a & b, b not yet come) costs as any other.
                     summary = self.store.append_entries(pipeline, head, part)
@@ -403,17 +408,6 @@ class Evaluator:
     def _backoff(self, attempt: int) -> None:
         # Full jitter keeps racing evaluators from retrying in lockstep.
         self._sleep(min(1.0, 0.01 * 2**attempt) * (0.5 + self._rng.random()))
-
-    @staticmethod
-    def _stays_waiting(pipeline: Pipeline, head: QueueHead, entries: Sequence[QueueEntry]) -> bool:
-        """Whether adding ``entries`` to this batch queue makes no run, judged from the head's summary.
-
-        True only when the head can take them alone (``QueueHead.appended``) and the schedule's condition
-        stays unsatisfied with them (conditions only grow with more events: no earlier arrival makes a run
-        either); otherwise the queue is read and the core decides.
-        """
-        summary = head.appended(pipeline, entries)
-        return summary is not None and not pipeline.condition.evaluate(summary.assets, summary.aliases)
 
 
 __all__ = [

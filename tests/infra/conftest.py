@@ -44,6 +44,7 @@ class Synthesised:
     resources: dict[str, Any]
     violations: list[dict[str, Any]]
     error: str | None
+    nag_ran: bool = False
 
     def of_type(self, resource_type: str) -> dict[str, dict[str, Any]]:
         """The template's resources of one CloudFormation type, by logical id."""
@@ -78,6 +79,7 @@ class _Cache(dict):  # type: ignore[type-arg]
         super().__init__()
         self._tmp = tmp_path_factory
         self._catalog = catalog
+        self._build_dir = tmp_path_factory.mktemp("build")
 
     def __missing__(self, name: str) -> Synthesised:
         started = time.perf_counter()
@@ -90,7 +92,8 @@ class _Cache(dict):  # type: ignore[type-arg]
             catalog=self._catalog,
             config=config,
             project_root=ROOT,
-            build_dir=self._tmp.mktemp(f"build-{name}"),
+            # One build folder for every environment: the vendored dependencies are installed once per session.
+            build_dir=self._build_dir,
         )
         add_nag_checks(app)
         error = None
@@ -113,6 +116,7 @@ class _Cache(dict):  # type: ignore[type-arg]
             resources=document["Resources"],
             violations=violations,
             error=error,
+            nag_ran=report.exists(),
         )
         self[name] = result
         _timings[name] = time.perf_counter() - started

@@ -6,7 +6,6 @@ import pytest
 from aws_cdk.assertions import Match
 
 from assetflow.adapters.stack_outputs import OUTPUT_KEYS as STACK_OUTPUT_KEYS
-from assetflow.cdk.api import ROUTES
 from assetflow.cdk.stack import (
     OUTPUT_API_URL,
     OUTPUT_EMR_APPLICATION_ID,
@@ -16,6 +15,7 @@ from assetflow.cdk.stack import (
     OUTPUT_RUNS_BUCKET,
     OUTPUT_TABLE_NAME,
 )
+from assetflow.routes import PERMISSIONS, ROUTES
 from tests.infra.conftest import Synthesised
 
 pytestmark = pytest.mark.infra
@@ -27,8 +27,11 @@ DESIGN_ROUTES = {
     "GET /pipelines/{id}/queue",
     "DELETE /pipelines/{id}/queue",
     "GET /pipelines/{id}/runs",
+    "GET /runs",
     "GET /runs/{run_id}",
     "GET /quarantine",
+    "GET /catalog",
+    "GET /openapi.json",
 }
 
 
@@ -36,9 +39,43 @@ def test_every_design_route_exists_and_requires_iam(env: Synthesised) -> None:
     routes = {
         r["Properties"]["RouteKey"]: r["Properties"] for r in env.of_type("AWS::ApiGatewayV2::Route").values()
     }
-    assert set(routes) == DESIGN_ROUTES == {f"{m.value} {p}" for p, m in ROUTES}
+    assert DESIGN_ROUTES <= set(routes) == {r.key for r in ROUTES}
     for key, route in routes.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
+
+
+def _arn_route(resource: object) -> str:
+    """``METHOD /path`` of an execute-api ARN as CloudFormation writes it (Fn::Join of the API's id)."""
+    assert isinstance(resource, dict), resource
+    parts = resource["Fn::Join"][1]
+    tail = "".join(p for p in parts if isinstance(p, str)).rsplit("/$default/", 1)[1]
+    method, _, path = tail.partition("/")
+    return f"{method} /{path}"
+
+
+def test_each_permission_is_a_managed_policy_invoking_its_routes_only(env: Synthesised) -> None:
+    policies = {
+        logical_id: resource["Properties"]
+        for logical_id, resource in env.of_type("AWS::IAM::ManagedPolicy").items()
+        if "operator API" in resource["Properties"].get("Description", "")
+    }
+    assert len(policies) == len(PERMISSIONS)
+    outputs = env.template.to_json()["Outputs"]
+    granted: dict[str, set[str]] = {}
+    for permission in PERMISSIONS:
+        output = outputs[f"Api{permission.capitalize()}PolicyArn"]
+        logical_id = output["Value"]["Ref"]
+        statements = policies[logical_id]["PolicyDocument"]["Statement"]
+        assert [s["Action"] for s in statements] == ["execute-api:Invoke"]
+        resources = statements[0]["Resource"]
+        granted[permission] = {
+            _arn_route(r) for r in (resources if isinstance(resources, list) else [resources])
+        }
+    for permission in PERMISSIONS:
+        expected = {f"{r.method} {r.arn_path}" for r in ROUTES if r.permission == permission}
+        assert granted[permission] == expected, permission
+    assert "GET /assets" in granted["read"] and "POST /assets/events" in granted["emit"]
+    assert "DELETE /pipelines/*/queue" in granted["operate"]
 
 
 def test_api_integration_uses_payload_v2_and_the_stage_logs_access(env: Synthesised) -> None:

@@ -548,5 +548,5 @@ def test_cdk_nag_reports_no_unacknowledged_error(env: Synthesised) -> None:
 
 
 def test_cdk_nag_ran(env: Synthesised) -> None:
-    # The one deliberate warning proves the validation report was produced by this synth.
-    assert any(v["ruleName"] == "Annotation::assetflow:unvendoredDependencies" for v in env.violations)
+    # The synth wrote cdk-nag's report (acknowledged findings are listed in it with their reasons).
+    assert env.nag_ran

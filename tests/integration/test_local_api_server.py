@@ -375,3 +375,109 @@ def test_loopback_names_are_accepted_and_an_empty_token_is_not() -> None:
     )
     with pytest.raises(ValueError, match="token"):
         LocalApiServer(handler=lambda e, c: {}, token="")
+
+
+# ---- the route table, /openapi.json and the web page ------------------------------------------------------
+
+
+def test_the_local_server_answers_every_route_of_the_table_and_serves_the_generated_openapi(
+    api: tuple[LocalApiServer, Spy], token: str
+) -> None:
+    from assetflow.openapi import openapi_document
+    from assetflow.routes import ROUTES
+
+    server, _ = api
+    for route in ROUTES:
+        path = route.path.replace("{id}", "deliveries_etl").replace("{run_id}", "no-such-run")
+        query = "?" + urllib.parse.urlencode({"uri": LANDING}) if route.required else ""
+        body = json.dumps({"uri": LANDING}).encode() if route.method == "POST" else None
+        status, _, answer = call(
+            server,
+            route.method,
+            path + query,
+            token=token,
+            body=body,
+            headers={"Content-Type": "application/json"},
+        )
+        expected = 404 if "{run_id}" in route.path else route.status
+        assert status == expected, (route.key, answer)
+        # A route missing from the function would answer 404 not_found with "no route": never for a table line.
+        assert b"no route" not in answer
+    status, headers, answer = call(server, "GET", "/openapi.json", token=token)
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert json.loads(answer) == openapi_document()
+    assert call(server, "GET", "/openapi.json")[0] == 401
+    catalog = call(server, "GET", "/catalog", token=token)
+    assert catalog[0] == 200 and set(json.loads(catalog[2])["pipelines"]) >= {"deliveries_etl"}
+
+
+@pytest.fixture
+def page_files(tmp_path: Path) -> Path:
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "index.html").write_text("<!doctype html><title>assetflow</title>")
+    (static / "app.js").write_text("export const x = 1;\n")
+    (static / "app.css").write_text("body { margin: 0 }\n")
+    (static / ".hidden.js").write_text("secret\n")
+    (tmp_path / "outside.js").write_text("outside\n")
+    return static
+
+
+def test_the_web_page_is_served_without_the_token_with_its_content_types(
+    deps: Dependencies, serve: Callable[..., LocalApiServer], page_files: Path, token: str
+) -> None:
+    spy = Spy(lambda event, context: handle_api.lambda_handler(event, context, deps=deps))
+    server = serve(spy, static_dir=page_files)
+
+    index = call(server, "GET", "/ui/")
+    script = call(server, "GET", "/ui/app.js")
+    style = call(server, "GET", "/ui/app.css")
+    html = call(server, "GET", "/ui/index.html")
+
+    assert index[0] == 200 and index[1]["content-type"] == "text/html; charset=utf-8"
+    assert index[2].startswith(b"<!doctype html>") and html[2] == index[2]
+    assert script[0] == 200 and script[1]["content-type"].startswith("text/javascript")
+    assert style[0] == 200 and style[1]["content-type"].startswith("text/css")
+    assert index[1]["x-content-type-options"] == "nosniff"
+    # /ui redirects to /ui/ (urllib follows it); nothing outside the folder, hidden or unknown is served.
+    assert call(server, "GET", "/ui")[2] == index[2]
+    for bad in (
+        "/ui/.hidden.js",
+        "/ui/../outside.js",
+        "/ui/%2e%2e/outside.js",
+        "/ui/nothing.js",
+        "/ui/sub/app.js",
+    ):
+        status, _headers, body = call(server, "GET", bad)
+        assert status == 404, bad
+        assert json.loads(body)["error"] == "not_found"
+    assert call(server, "POST", "/ui/app.js", body=b"x")[0] == 405
+    # The API beside the page still wants the token; the function never saw a page request.
+    assert call(server, "GET", "/assets")[0] == 401
+    assert spy.calls == []
+    assert server.ui_url == f"{server.url}/ui/#token={urllib.parse.quote(token, safe='')}"
+
+
+def test_the_redirect_from_ui_to_ui_slash(serve: Callable[..., LocalApiServer], page_files: Path) -> None:
+    server = serve(lambda event, context: {"statusCode": 200}, static_dir=page_files)
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        connection.request("GET", "/ui")
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 301 and response.getheader("Location") == "/ui/"
+    finally:
+        connection.close()
+
+
+def test_the_real_web_page_is_served_from_the_package(serve: Callable[..., LocalApiServer]) -> None:
+    from assetflow_dev.api_server import UI_STATIC
+
+    server = serve(lambda event, context: {"statusCode": 200})
+    index = call(server, "GET", "/ui/")
+    assert index[0] == 200 and index[2] == (UI_STATIC / "index.html").read_bytes()
+    for script in sorted(UI_STATIC.glob("*.js")):
+        status, headers, body = call(server, "GET", f"/ui/{script.name}")
+        assert status == 200 and headers["content-type"].startswith("text/javascript"), script.name
+        assert body == script.read_bytes()
+    assert call(server, "GET", "/ui/app.css")[1]["content-type"].startswith("text/css")

@@ -75,7 +75,9 @@ REASONS = {
     "filter": ("filtered out",),
     "not-base64": ("the record's value is not base64",),
     "unknown-source": ("no watcher watches",),
-    "partition-key": ("the payload's 'reading_time' (the watcher's partition_key_field) is empty",),
+    "partition-key": (
+        "the payload's 'reading_time' (the watcher's partition_key_field) must be a non-empty string: it is empty",
+    ),
     "too-large": ("payload too large for an event",),
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,16 @@ from assetflow import (
     Asset,
     AssetAlias,
     AssetAll,
+    AssetAndTimeSchedule,
     AssetAny,
     AssetOrTimeSchedule,
     AssetWatcher,
     Catalog,
     CatalogError,
+    CronPartitionTimetable,
     DailyMapper,
+    DefinitionError,
+    ExpectedArrival,
     KafkaTopic,
     MskCluster,
     PartitionedAssetSchedule,
@@ -27,6 +32,8 @@ from assetflow import (
     SelfManagedKafka,
     SparkJob,
     SqsQueue,
+    at_least,
+    late,
 )
 from assetflow.core.catalog import Definition, is_kafka
 from assetflow.core.errors import DocumentError
@@ -176,16 +183,12 @@ def test_the_same_pipeline_object_seen_twice_is_fine() -> None:
 
 
 def test_asset_declared_with_two_names() -> None:
-    errors = errors_of(
-        Asset("s3://bucket/a", name="one"), Definition(Asset("s3://bucket/a", name="two"), "f.py")
-    )
+    errors = errors_of(Asset("one", "s3://bucket/a"), Definition(Asset("two", "s3://bucket/a"), "f.py"))
     assert errors == ["error: asset 's3://bucket/a': declared with two names, 'one' and 'two' (f.py)"]
 
 
 def test_a_name_given_once_is_kept_wherever_declared() -> None:
-    catalog = Catalog.build(
-        [Pipeline("p", A, JOB), Asset("s3://bucket/a", name="alpha"), Asset("s3://bucket/a")]
-    )
+    catalog = Catalog.build([Pipeline("p", A, JOB), Asset("alpha", "s3://bucket/a"), Asset("s3://bucket/a")])
     assert catalog.assets["s3://bucket/a"].name == "alpha"
 
 
@@ -282,8 +285,8 @@ def test_every_error_is_listed_at_once() -> None:
     definitions = [
         Definition(Pipeline("dup", A, JOB), "a.py"),
         Definition(Pipeline("dup", B, JOB), "b.py"),
-        Asset("s3://bucket/n", name="one"),
-        Asset("s3://bucket/n", name="two"),
+        Asset("one", "s3://bucket/n"),
+        Asset("two", "s3://bucket/n"),
         watched("s3://bucket/w1", "w", "q1"),
         watched("s3://bucket/w2", "w", "q2"),
         Pipeline("aliased", AssetAlias("ghost"), JOB),
@@ -402,17 +405,19 @@ def test_assets_of_outlets_and_inlets_are_in_the_catalog() -> None:
 def test_example_document_shape(example: Catalog) -> None:
     doc = example.to_document()
     assert list(doc) == ["format", "version", "assets", "aliases", "watchers", "pipelines", "index"]
-    assert (doc["format"], doc["version"]) == ("assetflow.catalog", 1)
+    assert (doc["format"], doc["version"]) == ("assetflow.catalog", 2)
     assert doc["aliases"] == {
-        "partner-exports": {"name": "partner-exports"},
-        "sensor-alerts": {"name": "sensor-alerts"},
+        "partner-exports": {"name": "partner-exports", "group": "asset"},
+        "sensor-alerts": {"name": "sensor-alerts", "group": "asset"},
     }
     assert doc["watchers"]["deliveries"]["asset"] == "s3://assetflow-demo/landing/deliveries"
     assert doc["watchers"]["deliveries"]["source"]["queue"] == "deliveries"
     assert doc["assets"]["x-ops://dashboard/refresh"] == {
         "uri": "x-ops://dashboard/refresh",
         "name": "dashboard_refresh",
+        "group": "asset",
         "extra": {},
+        "expect": None,
     }
     assert doc["index"]["aliases"] == {"partner-exports": ["partner_feed_audit"]}
     assert doc["pipelines"]["sensor_daily_rollup"]["partitioned"] is True
@@ -440,7 +445,7 @@ def test_from_document_refuses_a_wrong_format(example: Catalog, fmt: Any) -> Non
         Catalog.from_document([doc])  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 1, 3, "2", None])
 def test_from_document_refuses_another_version_and_says_to_recompile(example: Catalog, version: Any) -> None:
     doc = {**example.to_document(), "version": version}
     with pytest.raises(
@@ -491,9 +496,20 @@ ALIASES = ["al0", "al1"]
 
 
 def conditions() -> st.SearchStrategy[Any]:
-    leaves = st.one_of(st.sampled_from(SOURCES).map(Asset), st.sampled_from(ALIASES).map(AssetAlias))
-    return st.recursive(
+    selectors = st.one_of(st.sampled_from(SOURCES).map(Asset), st.sampled_from(ALIASES).map(AssetAlias))
+    leaves = st.one_of(
+        selectors,
+        selectors.map(lambda s: s.where({"kind": [{"prefix": "a"}]})),
+        st.just(Asset(OUTPUTS[0]).failed()),
+        st.just(late(Asset(SOURCES[0]))),
+    )
+    streams = st.one_of(
         leaves,
+        st.builds(at_least, selectors, st.integers(1, 3)),
+        st.builds(lambda a, b: a.then(b, within=timedelta(minutes=5)), selectors, selectors),
+    )
+    return st.recursive(
+        streams,
         lambda kids: st.builds(
             lambda all_of, items: AssetAll(*items) if all_of else AssetAny(*items),
             st.booleans(),
@@ -515,17 +531,53 @@ def small_catalogs(draw: st.DrawFn) -> Catalog:
             watchers.append(AssetWatcher(f"w{i}", source))
         name = draw(st.sampled_from([None, f"source {i}"]))
         extra = draw(st.sampled_from([None, {"i": i, "tags": ["x"]}]))
-        definitions.append(Asset(uri, name=name, extra=extra, watchers=watchers))
-    # the aliases are produced by one pipeline on a source, so every catalog drawn is valid
-    definitions.append(Pipeline("producer", Asset(SOURCES[0]), JOB, outlets=[AssetAlias(a) for a in ALIASES]))
+        group = draw(st.sampled_from(["asset", "landing"]))
+        expect = ExpectedArrival("0 6 * * *", grace=timedelta(hours=1)) if i == 0 else None
+        definitions.append(Asset(name, uri, group=group, extra=extra, watchers=watchers, expect=expect))
+    # the aliases and the first output are produced by one pipeline on a source, so every catalog drawn is valid
+    definitions.append(
+        Pipeline(
+            "producer",
+            Asset(SOURCES[0]),
+            JOB,
+            outlets=[*(AssetAlias(a, group="exports") for a in ALIASES), Asset(OUTPUTS[0])],
+        )
+    )
     for n in range(draw(st.integers(0, 4))):
         condition = draw(conditions())
-        kind = draw(st.sampled_from(["assets", "time", "partitioned"]))
+        kind = draw(
+            st.sampled_from(
+                ["assets", "or_time", "and_time", "partitioned", "keyed", "time", "manual", "cron"]
+            )
+        )
         schedule: Any = condition
-        if kind == "time":
-            schedule = AssetOrTimeSchedule(draw(st.sampled_from(["0 6 * * *", "*/10 * * * 1-5"])), condition)
+        cron = draw(st.sampled_from(["0 6 * * *", "*/10 * * * 1-5", timedelta(hours=1)]))
+        if kind == "or_time":
+            schedule = AssetOrTimeSchedule(cron, condition)
+        elif kind == "and_time":
+            schedule = AssetAndTimeSchedule(cron, condition, timezone="Europe/Berlin")
         elif kind == "partitioned":
             schedule = PartitionedAssetSchedule(condition, DailyMapper())
+        elif kind == "keyed":
+            schedule = PartitionedAssetSchedule(condition, key="payload.tenant")
+        elif kind == "time":
+            schedule = cron
+        elif kind == "manual":
+            schedule = None
+        elif kind == "cron":
+            schedule = CronPartitionTimetable(cron, key_format="%Y-%m-%d")
+        timed_only = kind in ("time", "manual", "cron")
+        batch = (
+            draw(st.booleans())
+            if condition.is_any_of_leaves() and kind in ("assets", "or_time", "partitioned")
+            else True
+        )
+        windows: dict[str, Any] = {}
+        if batch and not timed_only and draw(st.booleans()):
+            windows["within"] = timedelta(minutes=10)
+            if kind != "and_time":
+                windows["debounce"] = timedelta(seconds=30)
+                windows["max_wait"] = draw(st.sampled_from([None, timedelta(minutes=5)]))
         definitions.append(
             Pipeline(
                 f"p{n}",
@@ -540,7 +592,9 @@ def small_catalogs(draw: st.DrawFn) -> Catalog:
                     st.lists(st.sampled_from([Asset(OUTPUTS[0]), AssetAlias(ALIASES[1])]), max_size=2)
                 ),
                 max_active_runs=draw(st.sampled_from([None, 1, 3])),
-                batch=draw(st.booleans()) if condition.is_any_of_leaves() else True,
+                batch=batch,
+                skip_unchanged=not timed_only and draw(st.booleans()),
+                **windows,
             )
         )
     return Catalog.build(definitions)
@@ -563,6 +617,132 @@ def test_random_catalog_documents_round_trip(catalog: Catalog) -> None:
         assert {p.id for p, _ in rebuilt.consumers(uri)} == expected
 
 
+# --- references, groups, expectations and the event operators -------------------------------------------
+
+
+def test_asset_refs_resolve_by_name_and_uri() -> None:
+    orders = Asset("orders", "s3://bucket/orders")
+    by_name = Pipeline("by_name", Asset.ref(name="orders") & B, JOB)
+    by_uri = Pipeline("by_uri", at_least(Asset.ref(uri="S3://bucket/orders/"), 2), JOB)
+    where = Pipeline(
+        "where", Asset.ref(name="orders").where({"kind": ["x"]}) | Asset.ref(name="orders").failed(), JOB
+    )
+    producer = Pipeline("producer", B, JOB, outlets=[orders])
+    catalog = Catalog.build([orders, by_name, by_uri, where, producer])
+    assert catalog.pipelines["by_name"].condition == orders & B
+    assert catalog.pipelines["by_uri"].condition == at_least(orders, 2)
+    assert catalog.pipelines["where"].condition == orders.where({"kind": ["x"]}) | orders.failed()
+    assert [p.id for p, _ in catalog.consumers(orders.uri)] == ["by_name", "by_uri", "where"]
+
+
+def test_an_unknown_ref_is_a_clear_catalog_error() -> None:
+    errors = errors_of(
+        Pipeline("p", Asset.ref(name="nope") | A, JOB), Pipeline("q", Asset.ref(uri="s3://bucket/zz"), JOB)
+    )
+    assert any("pipeline 'p'" in e and "Asset.ref(name='nope') names no declared asset" in e for e in errors)
+    assert any("pipeline 'q'" in e and "Asset.ref(uri='s3://bucket/zz')" in e for e in errors)
+
+
+def test_refs_are_for_schedules_not_outlets() -> None:
+    with pytest.raises(DefinitionError, match=r"Asset\.ref\(\.\.\.\) is for schedules"):
+        Pipeline("p", A, JOB, outlets=[Asset.ref(name="x")])  # type: ignore[list-item]
+
+
+def test_asset_names_are_unique() -> None:
+    errors = errors_of(Asset("orders", "s3://bucket/a"), Asset("orders", "s3://bucket/b"))
+    assert any("asset name 'orders'" in e and "names two assets" in e for e in errors)
+
+
+def test_groups_and_expectations_merge_and_conflict() -> None:
+    daily = ExpectedArrival("0 6 * * *", grace=timedelta(hours=1))
+    catalog = Catalog.build(
+        [
+            Asset("s3://bucket/a", group="landing"),
+            Pipeline("p", A, JOB),
+            Asset(uri="s3://bucket/a", expect=daily),
+        ]
+    )
+    assert (catalog.assets[A.uri].group, catalog.assets[A.uri].expect) == ("landing", daily)
+    errors = errors_of(
+        Asset("s3://bucket/a", group="landing"),
+        Asset("s3://bucket/a", group="curated"),
+        Asset("s3://bucket/a", expect=daily),
+        Asset("s3://bucket/a", expect=ExpectedArrival("@hourly")),
+    )
+    assert any("declared in two groups" in e for e in errors)
+    assert any("declared with two different expect=" in e for e in errors)
+
+
+def test_late_needs_an_expectation_and_failed_needs_a_producer() -> None:
+    errors = errors_of(Pipeline("fallback", late(A), JOB), Pipeline("alert", B.failed(), JOB))
+    assert any("late('s3://bucket/a') needs an expectation" in e for e in errors)
+    assert any(
+        "'s3://bucket/b'.failed() can never hold: no pipeline has the asset in its outlets" in e
+        for e in errors
+    )
+    catalog = Catalog.build(
+        [
+            Asset("s3://bucket/a", expect=ExpectedArrival("@daily")),
+            Pipeline("fallback", late(A), JOB),
+            Pipeline("producer", C, JOB, outlets=[B]),
+            Pipeline("alert", B.failed(), JOB),
+        ]
+    )
+    assert [p.id for p, _ in catalog.consumers(B.uri)] == ["alert"]
+
+
+def test_loops_through_the_operators() -> None:
+    # at_least of its own outlet: certain (each run makes one more event)
+    assert loop_errors(errors_of(Pipeline("p", at_least(A, 3), JOB, outlets=[A])))
+    # where and then depend on content and order: a possible loop, a warning
+    possible = Catalog.build([Pipeline("p", A.where({"k": ["v"]}) | A.then(A), JOB, outlets=[A])])
+    assert any("may trigger each other" in str(w) for w in possible.warnings)
+    # a failure of its own run: possible; a fallback on lateness producing the asset: no loop
+    failing = Catalog.build([Pipeline("p", A.failed(), JOB, outlets=[A])])
+    assert any("may trigger each other" in str(w) for w in failing.warnings)
+    fallback = Catalog.build(
+        [Asset("s3://bucket/a", expect=ExpectedArrival("@daily")), Pipeline("p", late(A), JOB, outlets=[A])]
+    )
+    assert not any("trigger each other" in str(w) for w in fallback.warnings)
+
+
+def test_alias_checks_see_through_the_operators() -> None:
+    errors = errors_of(Pipeline("p", at_least(AssetAlias("ghost").where({"k": ["v"]}), 2), JOB))
+    assert any("uses alias 'ghost'" in e for e in errors)
+
+
+def test_a_document_with_every_new_shape_round_trips() -> None:
+    daily = ExpectedArrival("0 6 * * *", grace=timedelta(hours=1), key_format="%Y-%m-%d")
+    definitions = [
+        Asset("landing", "s3://bucket/a", group="raw", expect=daily),
+        Pipeline("producer", B, JOB, outlets=[C, AssetAlias("out", group="exports")]),
+        Pipeline("manual", None, JOB),
+        Pipeline("hourly", timedelta(hours=1), JOB),
+        Pipeline("gate", AssetAndTimeSchedule("@hourly", A & B), JOB, within=timedelta(hours=2)),
+        Pipeline("parts", CronPartitionTimetable("@daily", key_format="%Y-%m-%d"), JOB),
+        Pipeline("tenants", PartitionedAssetSchedule(A & B, key="tenant"), JOB, skip_unchanged=True),
+        Pipeline(
+            "ops",
+            (at_least(A, 3) & B.where({"n": [{"numeric": [">", 5]}]}))
+            | A.then(B, within=timedelta(minutes=5))
+            | C.failed()
+            | late(A),
+            JOB,
+            debounce=timedelta(seconds=30),
+            max_wait=timedelta(minutes=5),
+        ),
+    ]
+    catalog = Catalog.build(definitions)
+    doc = json.loads(json.dumps(catalog.to_document()))
+    rebuilt = Catalog.from_document(doc)
+    assert rebuilt.to_document() == doc
+    assert rebuilt.pipelines == catalog.pipelines
+    assert rebuilt.assets[A.uri].expect == daily and rebuilt.assets[A.uri].group == "raw"
+    assert rebuilt.aliases["out"].group == "exports"
+    assert doc["pipelines"]["ops"]["debounce_seconds"] == 30.0
+    assert doc["pipelines"]["parts"]["partitioned"] is True
+
+
 # ---- loop detection: linear, and the same answers as the plain fixpoint ------------------------------------
 
 
@@ -580,7 +760,7 @@ def _fixpoint(pipelines: dict[str, Pipeline], with_aliases: bool) -> set[str]:
                 if with_aliases
                 else set()
             )
-            if not pipeline.condition.evaluate(assets, aliases):
+            if not pipeline.condition.feeds(frozenset(assets), frozenset(aliases), sure=not with_aliases):
                 dropped.add(pid)
         if not dropped:
             return alive

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assetflow import Asset, AssetAlias, AssetAll, AssetAny, AssetUriError, DefinitionError
-from assetflow.core.conditions import as_condition, condition_from_json
+from assetflow.core.conditions import AssetRef, as_condition, condition_from_json
 from assetflow.core.errors import DocumentError
 from assetflow.core.jsonvalue import freeze_json, thaw_json
 
@@ -27,7 +28,7 @@ M = AssetAlias("alerts")
 
 def test_asset_identity_is_the_normalised_uri_only() -> None:
     plain = Asset("s3://bucket/a")
-    named = Asset("S3://bucket/a/", name="nice", extra={"owner": "team"})
+    named = Asset("nice", "S3://bucket/a/", extra={"owner": "team"})
 
     assert named.uri == "s3://bucket/a"
     assert plain == named
@@ -37,7 +38,89 @@ def test_asset_identity_is_the_normalised_uri_only() -> None:
 
 def test_asset_name_defaults_to_the_uri() -> None:
     assert Asset("s3://bucket/a").name == "s3://bucket/a"
-    assert Asset("s3://bucket/a", name="orders").name == "orders"
+    assert Asset("orders", "s3://bucket/a").name == "orders"
+
+
+# Airflow 3.3's constructor (task SDK ``Asset.__init__``): one argument alone is both name and URI.
+@pytest.mark.parametrize(
+    ("build", "name", "uri"),
+    [
+        (lambda: Asset("s3://bucket/a"), "s3://bucket/a", "s3://bucket/a"),
+        (lambda: Asset("orders"), "orders", "orders"),
+        (lambda: Asset(name="orders"), "orders", "orders"),
+        (lambda: Asset(uri="s3://bucket/a"), "s3://bucket/a", "s3://bucket/a"),
+        (lambda: Asset("orders", "s3://bucket/a"), "orders", "s3://bucket/a"),
+        (lambda: Asset(name="orders", uri="s3://bucket/a"), "orders", "s3://bucket/a"),
+        (lambda: Asset(uri="S3://bucket/a/", name="orders"), "orders", "s3://bucket/a"),
+        # the name keeps what was written; the URI is normalised (identity)
+        (lambda: Asset("S3://bucket/a/"), "S3://bucket/a/", "s3://bucket/a"),
+    ],
+)
+def test_asset_constructor_follows_airflow(build: Any, name: str, uri: str) -> None:
+    asset = build()
+    assert (asset.name, asset.uri, asset.group) == (name, uri, "asset")
+
+
+def test_asset_needs_a_name_or_a_uri() -> None:
+    with pytest.raises(DefinitionError, match=r"needs a name or a uri: Asset\(name, uri\)"):
+        Asset()
+
+
+def test_the_old_uri_then_name_keyword_call_is_a_type_error_as_in_airflow() -> None:
+    with pytest.raises(TypeError, match="multiple values for argument 'name'"):
+        Asset("s3://bucket/a", name="orders")  # type: ignore[misc]
+
+
+def test_named_says_whether_the_name_was_given_beside_the_uri() -> None:
+    assert Asset("orders", "s3://bucket/a").named
+    assert not Asset("s3://bucket/a").named
+    assert not Asset(name="orders").named
+    assert not Asset(uri="s3://bucket/a").named
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"name": "x" * 1501, "uri": "s3://bucket/a"}, "name cannot exceed 1500 characters"),
+        ({"name": "naïve", "uri": "s3://bucket/a"}, "name must only consist of ASCII characters"),
+        ({"name": "a", "uri": "s3://bucket/a", "group": ""}, "group must be a non-empty string"),
+        ({"name": "a", "uri": "s3://bucket/a", "group": "ünï"}, "group must only consist of ASCII"),
+        ({"name": "a", "uri": 5}, "uri must be a string, not int"),
+        ({"name": "a", "uri": "s3://bucket/a", "expect": "daily"}, "expect must be an ExpectedArrival"),
+        ({"name": "a", "uri": "s3://bucket/a", "watchers": "q"}, "watchers must be a list"),
+    ],
+)
+def test_asset_arguments_are_checked(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(DefinitionError, match=message):
+        Asset(**kwargs)
+
+
+def test_asset_group_and_alias_group() -> None:
+    assert Asset("a", "s3://bucket/a", group="ml").group == "ml"
+    alias = AssetAlias("exports", group="reports")
+    assert alias.group == "reports"
+    assert alias == AssetAlias("exports")  # the group never changes identity
+    assert copy.deepcopy(alias).group == "reports"
+    with pytest.raises(DefinitionError, match="group must be a non-empty string"):
+        AssetAlias("exports", group=" ")
+
+
+def test_asset_ref_takes_one_of_name_and_uri() -> None:
+    assert Asset.ref(name="orders") == AssetRef(name="orders")
+    assert Asset.ref(uri="S3://bucket/a/").ref_uri == "s3://bucket/a"
+    assert repr(Asset.ref(name="orders")) == "Asset.ref(name='orders')"
+    for kwargs in ({}, {"name": "a", "uri": "s3://bucket/a"}):
+        with pytest.raises(DefinitionError, match="exactly one of name= or uri="):
+            Asset.ref(**kwargs)
+
+
+def test_an_unresolved_ref_cannot_be_evaluated() -> None:
+    ref = Asset.ref(name="orders")
+    with pytest.raises(DefinitionError, match="resolved when the catalog is built"):
+        (ref & A).evaluate({"s3://bucket/a"})
+    resolved = (ref & A).resolve(lambda r: Asset("orders", "s3://bucket/o"))
+    assert resolved == Asset("s3://bucket/o") & A
+    assert list((ref | A).iter_refs()) == [ref]
 
 
 def test_assets_with_different_uris_differ() -> None:
@@ -84,7 +167,7 @@ def test_invalid_uri_is_refused() -> None:
 @pytest.mark.parametrize("name", ["", "   ", 3])
 def test_asset_name_must_be_non_empty_string(name: object) -> None:
     with pytest.raises(DefinitionError, match="name must be a non-empty string"):
-        Asset("s3://bucket/a", name=name)  # type: ignore[arg-type]
+        Asset(name, "s3://bucket/a")  # type: ignore[arg-type]
 
 
 def test_asset_extra_must_be_a_dict() -> None:
@@ -159,9 +242,13 @@ def test_attributes_cannot_be_deleted() -> None:
 
 
 def test_assets_can_be_copied() -> None:
-    asset = Asset("s3://bucket/a", name="a", extra={"k": [1]})
-    assert copy.copy(asset) == asset
-    assert copy.deepcopy(asset).extra == asset.extra
+    asset = Asset("a", "s3://bucket/a", group="g", extra={"k": [1]})
+    pickled = pickle.loads(pickle.dumps(asset))  # noqa: S301  (our own bytes)
+    for clone in (copy.copy(asset), copy.deepcopy(asset), pickled):
+        assert clone == asset
+        assert (clone.name, clone.group, clone.extra, clone.named) == ("a", "g", asset.extra, True)
+    single = Asset("S3://bucket/a/")
+    assert (copy.deepcopy(single).name, copy.deepcopy(single).named) == ("S3://bucket/a/", False)
 
 
 # --- composing --------------------------------------------------------------------------------
@@ -298,7 +385,7 @@ def test_to_json_shapes() -> None:
 
 
 def test_asset_json_leaves_out_name_and_extra() -> None:
-    assert Asset("s3://bucket/a", name="n", extra={"k": 1}).to_json() == {
+    assert Asset("n", "s3://bucket/a", extra={"k": 1}).to_json() == {
         "type": "asset",
         "uri": "s3://bucket/a",
     }

@@ -81,3 +81,57 @@ def test_other_definitions_are_refused_with_the_reason(tmp_path: Path) -> None:
     )
     with pytest.raises(DemoError, match="example watcher 'deliveries'"):
         Expectations.for_catalog(load_catalog(str(tmp_path)))
+
+
+# ---- a project's own demo.json -------------------------------------------------------------------------
+
+
+def test_a_project_demo_file_is_read_and_checked_against_the_definitions(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    from assetflow_dev.demo import ProjectDemo
+
+    path = tmp_path / "demo.json"
+    path.write_text(
+        '{"messages": [{"watcher": "deliveries", "body": {"delivery_id": "d-1"}}, '
+        '{"watcher": "deliveries", "body": "plain text"}], "expect": {"runs": {"deliveries_etl": 2}, "quarantined": 1}}'
+    )
+    demo = ProjectDemo.load(path, catalog)
+    assert demo.messages == (("deliveries", '{"delivery_id": "d-1"}'), ("deliveries", "plain text"))
+    expected = demo.expectations(catalog)
+    assert expected.min_runs == {"deliveries_etl": 2} and expected.quarantined == 1
+    assert set(expected.assets) == {
+        "s3://assetflow-demo/landing/deliveries",
+        "s3://assetflow-demo/curated/deliveries",
+    }
+
+    for bad, message in (
+        ("not json", r"demo\.json"),
+        ('{"messages": []}', "expected"),
+        ('{"messages": [{"watcher": "nope", "body": 1}]}', "one of the watchers"),
+        (
+            '{"messages": [{"watcher": "deliveries", "body": 1}], "expect": {"runs": {"nope": 1}}}',
+            "lack: nope",
+        ),
+    ):
+        path.write_text(bad)
+        with pytest.raises(DemoError, match=message):
+            ProjectDemo.load(path, catalog)
+
+
+def test_definitions_without_a_demo_file_or_the_examples_are_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    from assetflow_dev.demo import check_demo
+    from assetflow_dev.runtime import RuntimeOptions
+
+    (tmp_path / "cdk.json").write_text("{}")
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "one.py").write_text(
+        "from assetflow import Asset, Pipeline, SparkJob\n"
+        "a = Asset('s3://b/a')\n"
+        "p = Pipeline(id='p', schedule=a, job=SparkJob('jobs/p.py'))\n"
+    )
+    with pytest.raises(DemoError, match=r"no demo\.json"):
+        check_demo(RuntimeOptions(pipelines=str(tmp_path / "pipelines")))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cdk.json", "pipelines"]

@@ -404,3 +404,15 @@ def test_run_from_json_refuses_bad_documents(tamper: Any) -> None:
     tamper(doc)
     with pytest.raises(DocumentError, match="invalid run document"):
         Run.from_json(doc)
+
+
+def test_an_event_may_carry_a_data_version() -> None:
+    at = datetime(2026, 11, 21, tzinfo=UTC)
+    plain = AssetEvent("s3://b/k", "e1", at)
+    versioned = AssetEvent("s3://b/k", "e2", at, version='"9bb58f26192e4ba00f01e2e7b136bbd8"')
+    assert set(plain.to_json()) == EVENT_KEYS  # DESIGN §5's shape is unchanged without a version
+    assert versioned.to_json()["version"] == '"9bb58f26192e4ba00f01e2e7b136bbd8"'
+    assert AssetEvent.from_json(versioned.to_json()) == versioned
+    assert AssetEvent.from_json(plain.to_json()).version is None
+    with pytest.raises(ValueError, match="version is a non-empty string"):
+        AssetEvent("s3://b/k", "e3", at, version="")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,20 @@ from hypothesis import strategies as st
 from assetflow import (
     Asset,
     AssetAlias,
+    AssetAndTimeSchedule,
     AssetOrTimeSchedule,
     AssetWatcher,
     Catalog,
+    CronPartitionTimetable,
+    ExpectedArrival,
     HourlyMapper,
     KafkaTopic,
     PartitionedAssetSchedule,
     Pipeline,
     SparkJob,
     SqsQueue,
+    at_least,
+    late,
 )
 from assetflow.core.graph import _node_ids, condition_text, to_dot, to_mermaid
 from assetflow.loader import load_catalog
@@ -28,9 +34,9 @@ from assetflow.loader import load_catalog
 PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 JOB = SparkJob("jobs/j.py")
 
-A = Asset("s3://bucket/a", name="alpha")
+A = Asset("alpha", "s3://bucket/a")
 B = Asset("s3://bucket/b")
-C = Asset("s3://bucket/c", name="gamma")
+C = Asset("gamma", "s3://bucket/c")
 L = AssetAlias("exports")
 
 
@@ -202,7 +208,7 @@ AWKWARD = [
 
 @pytest.mark.parametrize("name", AWKWARD)
 def test_dot_escapes_awkward_labels(name: str) -> None:
-    asset = Asset("s3://bucket/a", name=name)
+    asset = Asset(name, "s3://bucket/a")
     catalog = Catalog(assets={asset.uri: asset}, aliases={}, pipelines={"p": Pipeline("p", asset, JOB)})
     text = to_dot(catalog)
     assert dot_is_balanced(text)
@@ -212,7 +218,7 @@ def test_dot_escapes_awkward_labels(name: str) -> None:
 
 @pytest.mark.parametrize("name", AWKWARD)
 def test_mermaid_labels_never_contain_a_raw_quote_or_newline(name: str) -> None:
-    asset = Asset("s3://bucket/a", name=name)
+    asset = Asset(name, "s3://bucket/a")
     catalog = Catalog(assets={asset.uri: asset}, aliases={}, pipelines={"p": Pipeline("p", asset, JOB)})
     for line in to_mermaid(catalog).splitlines()[1:]:
         label = re.search(r'"(.*)"', line)
@@ -230,7 +236,7 @@ def test_mermaid_labels_never_contain_a_raw_quote_or_newline(name: str) -> None:
     )
 )
 def test_dot_is_balanced_for_any_names(names: list[str]) -> None:
-    assets = {f"s3://bucket/n{i}": Asset(f"s3://bucket/n{i}", name=n) for i, n in enumerate(names)}
+    assets = {f"s3://bucket/n{i}": Asset(n, f"s3://bucket/n{i}") for i, n in enumerate(names)}
     first = next(iter(assets.values()))
     pipelines = {"p": Pipeline("p", first, JOB, outlets=list(assets.values())[1:])}
     catalog = Catalog(assets=assets, aliases={}, pipelines=pipelines)
@@ -241,7 +247,7 @@ def test_graph_of_a_small_catalog_lists_everything() -> None:
     # Given a catalog with every kind of node and schedule
     catalog = Catalog.build(
         [
-            Asset("s3://bucket/a", name="alpha", watchers=[AssetWatcher("orders", SqsQueue("orders-queue"))]),
+            Asset("alpha", "s3://bucket/a", watchers=[AssetWatcher("orders", SqsQueue("orders-queue"))]),
             Asset("s3://bucket/b", watchers=[AssetWatcher("clicks", KafkaTopic("clicks-topic"))]),
             Pipeline("p", A | B, JOB, outlets=[C, L], batch=False),
             Pipeline("q", AssetOrTimeSchedule("0 6 * * 1-5", L, timezone="Europe/Berlin"), JOB),
@@ -263,3 +269,35 @@ def test_graph_of_a_small_catalog_lists_everything() -> None:
         assert f"q{newline}alias:exports{newline}or cron 0 6 * * 1-5 Europe/Berlin" in text
         assert f"r{newline}s3://bucket/b{newline}partitioned, hourly{newline}max 4 active" in text
     assert dot_is_balanced(dot)
+
+
+def test_condition_text_of_the_operators() -> None:
+    a, b = Asset("a", "s3://bucket/a"), Asset("s3://bucket/b")
+    tree = (
+        (at_least(a, 3) & b.where({"status": ["ok"]}))
+        | a.then(b, within=timedelta(minutes=5))
+        | b.failed()
+        | late(a)
+    )
+    assert condition_text(tree, {"s3://bucket/a": "a"}) == (
+        '(at_least(a, 3) & s3://bucket/b.where({"status":["ok"]})) | a.then(s3://bucket/b, within=0:05:00) '
+        "| s3://bucket/b.failed() | late(a)"
+    )
+
+
+def test_labels_of_the_new_schedules() -> None:
+    a = Asset("s3://bucket/a", expect=ExpectedArrival("@daily"))
+    catalog = Catalog.build(
+        [
+            a,
+            Pipeline("manual", None, SparkJob("j.py")),
+            Pipeline("gate", AssetAndTimeSchedule("@hourly", a), SparkJob("j.py"), within=timedelta(hours=1)),
+            Pipeline("parts", CronPartitionTimetable("@daily", key_format="%Y-%m-%d"), SparkJob("j.py")),
+            Pipeline("tenants", PartitionedAssetSchedule(a, key="tenant"), SparkJob("j.py")),
+        ]
+    )
+    text = to_mermaid(catalog)
+    assert "manual<br/>manual only" in text
+    assert "gate<br/>s3://bucket/a<br/>at cron @hourly UTC<br/>within 1:00:00" in text
+    assert "parts<br/>cron @daily UTC<br/>partition keys %Y-%m-%d" in text
+    assert "tenants<br/>s3://bucket/a<br/>partitioned, identity, by tenant" in text

@@ -36,7 +36,7 @@ def linked(tmp_path: Path) -> Path:
         """
         from z_base import cleaned
 
-        report = Asset("s3://linked/report", name="report")
+        report = Asset("report", "s3://linked/report")
         reports = Pipeline("reports", cleaned, SparkJob("jobs/report.py"), outlets=[report])
         """,
     )
@@ -44,8 +44,8 @@ def linked(tmp_path: Path) -> Path:
         folder,
         "z_base.py",
         """
-        raw = Asset("s3://linked/raw", name="raw")
-        cleaned = Asset("s3://linked/cleaned", name="cleaned")
+        raw = Asset("raw", "s3://linked/raw")
+        cleaned = Asset("cleaned", "s3://linked/cleaned")
         clean = Pipeline("clean", raw, SparkJob("jobs/clean.py"), outlets=[cleaned])
         """,
     )
@@ -126,7 +126,7 @@ def test_two_folders_may_reuse_module_names(tmp_path: Path) -> None:
 
 def test_files_starting_with_underscore_are_helpers(tmp_path: Path) -> None:
     write(tmp_path, "_broken.py", 'raise RuntimeError("must not be loaded on its own")\n')
-    write(tmp_path, "_shared.py", 'shared = Asset("s3://x/shared", name="shared")\n')
+    write(tmp_path, "_shared.py", 'shared = Asset("shared", "s3://x/shared")\n')
     write(tmp_path, "defs.py", 'from _shared import shared\np = Pipeline("p", shared, SparkJob("j.py"))\n')
 
     definitions = load_definitions(tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from assetflow import (
     Asset,
     AssetAlias,
+    AssetAndTimeSchedule,
     AssetOrTimeSchedule,
     DailyMapper,
     DefinitionError,
@@ -137,8 +139,12 @@ def test_schedule_forms() -> None:
 def test_schedule_errors_name_the_pipeline() -> None:
     with pytest.raises(DefinitionError, match="pipeline 'p' schedule: an empty list"):
         Pipeline("p", [], JOB)
+    with pytest.raises(
+        DefinitionError, match="pipeline 'p' schedule: 's3://bucket/a' looks like an asset URI"
+    ):
+        Pipeline("p", "s3://bucket/a", JOB)
     with pytest.raises(DefinitionError, match="pipeline 'p' schedule: expected an Asset"):
-        Pipeline("p", "s3://bucket/a", JOB)  # type: ignore[arg-type]
+        Pipeline("p", 5, JOB)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("schedule", [A, A | B, L, A | L, [A], AssetOrTimeSchedule("0 6 * * *", A | B)])
@@ -189,7 +195,7 @@ def test_outlets_and_inlets_are_assets_or_aliases(kind: str, item: Any) -> None:
 
 
 def test_outlets_and_inlets_keep_order_without_duplicates() -> None:
-    pipeline = Pipeline("p", A, JOB, outlets=[B, L, Asset("s3://bucket/b", name="again"), C], inlets=[C, C])
+    pipeline = Pipeline("p", A, JOB, outlets=[B, L, Asset("again", "s3://bucket/b"), C], inlets=[C, C])
     assert pipeline.outlets == (B, L, C)
     assert pipeline.inlets == (C,)
 
@@ -202,15 +208,13 @@ def test_pipeline_is_immutable() -> None:
 
 def test_pipeline_equality_and_hash() -> None:
     one = Pipeline("p", A | B, JOB, outlets=[C])
-    assert one == Pipeline(
-        "p", A | B, SparkJob("spark_jobs/etl.py"), outlets=[Asset("s3://bucket/c", name="c")]
-    )
+    assert one == Pipeline("p", A | B, SparkJob("spark_jobs/etl.py"), outlets=[Asset("c", "s3://bucket/c")])
     assert one != Pipeline("p", A | B, JOB, outlets=[C], max_active_runs=1)
     assert one != Pipeline("p", A & B, JOB, outlets=[C])
     assert hash(one) == hash(Pipeline("p", A, JOB))
     assert (
         repr(one)
-        == "Pipeline('p', schedule=AssetSchedule(condition=AssetAny(Asset('s3://bucket/a'), Asset('s3://bucket/b'))))"
+        == "Pipeline('p', schedule=AssetSchedule(AssetAny(Asset('s3://bucket/a'), Asset('s3://bucket/b'))))"
     )
 
 
@@ -232,6 +236,7 @@ def test_pipeline_document_shape() -> None:
             "kind": "partitioned",
             "condition": {"type": "asset", "uri": "s3://bucket/a"},
             "mapper": {"grain": "daily"},
+            "key": None,
         },
         "job": {"entry_point": "etl.py", "arguments": ["--x"], "spark_conf": {"k": "v"}},
         "outlets": [{"type": "asset", "uri": "s3://bucket/b"}, {"type": "alias", "name": "exports"}],
@@ -239,6 +244,10 @@ def test_pipeline_document_shape() -> None:
         "max_active_runs": 2,
         "batch": True,
         "partitioned": True,
+        "debounce_seconds": None,
+        "max_wait_seconds": None,
+        "within_seconds": None,
+        "skip_unchanged": False,
     }
 
 
@@ -331,3 +340,83 @@ def test_metadata_extra_is_frozen_json() -> None:
 def test_metadata_validation(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(DefinitionError, match=message):
         Metadata(**kwargs)
+
+
+# --- windows, skip_unchanged, schedule=None and time-only ----------------------------------------------
+
+
+def test_windows_are_kept_and_round_trip() -> None:
+    p = Pipeline(
+        "p",
+        A & B,
+        JOB,
+        debounce=timedelta(seconds=30),
+        max_wait=timedelta(minutes=5),
+        within=timedelta(hours=1),
+    )
+    assert (p.debounce, p.max_wait, p.within) == (
+        timedelta(seconds=30),
+        timedelta(minutes=5),
+        timedelta(hours=1),
+    )
+    assert Pipeline.from_json(p.to_json()) == p
+    assert p != Pipeline("p", A & B, JOB)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"debounce": 30}, "debounce must be a timedelta such as timedelta\\(minutes=5\\), not int"),
+        ({"debounce": timedelta(0)}, "debounce must be between one second and 366 days"),
+        ({"within": timedelta(days=400)}, "within must be between one second and 366 days"),
+        ({"max_wait": timedelta(minutes=1)}, "max_wait bounds a debounce"),
+        (
+            {"debounce": timedelta(minutes=5), "max_wait": timedelta(minutes=1)},
+            "max_wait .* must be at least debounce",
+        ),
+        ({"debounce": timedelta(minutes=1), "batch": False}, "debounce decide when a batch of events runs"),
+        (
+            {"within": timedelta(minutes=1), "schedule": None},
+            "within apply to asset events; this schedule takes none",
+        ),
+        ({"debounce": timedelta(minutes=1), "schedule": "@daily"}, "apply to asset events"),
+        (
+            {"debounce": timedelta(minutes=1), "schedule": AssetAndTimeSchedule("@daily", A)},
+            "under AssetAndTimeSchedule the tick starts runs",
+        ),
+        ({"skip_unchanged": "yes"}, "skip_unchanged must be True or False"),
+        ({"skip_unchanged": True, "schedule": None}, "skip_unchanged=True skips unchanged asset events"),
+        (
+            {"batch": False, "schedule": AssetAndTimeSchedule("@daily", A)},
+            "under this schedule events start no runs",
+        ),
+        ({"batch": False, "schedule": "@daily"}, "under this schedule events start no runs"),
+    ],
+)
+def test_bad_windows_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    schedule = kwargs.pop("schedule", A)
+    with pytest.raises(DefinitionError, match=message):
+        Pipeline("p", schedule, JOB, **kwargs)
+
+
+def test_within_is_allowed_under_asset_and_time() -> None:
+    p = Pipeline("p", AssetAndTimeSchedule("@daily", A), JOB, within=timedelta(hours=1))
+    assert p.within == timedelta(hours=1)
+
+
+@pytest.mark.parametrize("schedule", [None, "@daily", timedelta(hours=1), "0 6 * * 1-5"])
+def test_manual_and_time_only_pipelines(schedule: Any) -> None:
+    p = Pipeline("p", schedule, JOB, outlets=[A])
+    assert not p.schedule.has_assets and list(p.condition.iter_assets()) == []
+    assert Pipeline.from_json(p.to_json()) == p
+
+
+def test_metadata_carries_a_data_version() -> None:
+    assert Metadata(B, {"rows": 1}, version="snap-42").to_json() == {
+        "asset": "s3://bucket/b",
+        "extra": {"rows": 1},
+        "alias": None,
+        "version": "snap-42",
+    }
+    with pytest.raises(DefinitionError, match="version must be a non-empty string"):
+        Metadata(B, version="")

@@ -12,20 +12,29 @@ from croniter import croniter
 from assetflow import (
     Asset,
     AssetAlias,
+    AssetAndTimeSchedule,
     AssetOrTimeSchedule,
+    CronPartitionTimetable,
+    CronTriggerTimetable,
     DailyMapper,
     DefinitionError,
+    DeltaTriggerTimetable,
     HourlyMapper,
     IdentityMapper,
     MonthlyMapper,
     PartitionedAssetSchedule,
+    PartitionedAssetTimetable,
     PartitionMapper,
+    TimeSpec,
     WeeklyMapper,
 )
+from assetflow.core.conditions import NO_ASSETS
 from assetflow.core.errors import DocumentError
 from assetflow.core.schedules import (
     AssetSchedule,
+    ManualSchedule,
     PartitionKeyError,
+    TimeSchedule,
     as_schedule,
     parse_iso_key,
     schedule_from_json,
@@ -150,7 +159,8 @@ def test_asset_or_time_takes_any_condition_or_a_list() -> None:
         ("0 6 32 * *", "day-of-month: 32 is outside 1-31"),
         ("not a cron", "3 fields is not a cron"),
         ("", "the schedule is empty"),
-        (None, "got NoneType"),
+        (None, "needs timetable="),
+        (5, "got int"),
     ],
 )
 def test_cron_must_be_valid(cron: Any, reason: str) -> None:
@@ -400,6 +410,7 @@ def test_schedule_document_shapes() -> None:
         "kind": "partitioned",
         "condition": {"type": "asset", "uri": "s3://bucket/a"},
         "mapper": {"grain": "weekly"},
+        "key": None,
     }
 
 
@@ -444,3 +455,140 @@ def test_schedule_from_json_refuses_bad_documents(doc: dict[str, Any]) -> None:
 def test_unknown_kind_message_names_it() -> None:
     with pytest.raises(DocumentError, match=re.escape("unknown schedule kind 'weekly'")):
         schedule_from_json({"kind": "weekly", "condition": {"type": "asset", "uri": "a"}})
+
+
+# --- manual, time, asset-and-time, cron-partition (issue 16) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "expression"),
+    [
+        (None, "manual", None),
+        ("@daily", "time", "cron(0 0 * * ? *)"),
+        ("0 6 * * 1-5", "time", "cron(0 6 ? * 2-6 *)"),
+        (timedelta(minutes=30), "time", "rate(30 minutes)"),
+        (TimeSpec("0 6 * * *", "Europe/Berlin"), "time", "cron(0 6 * * ? *)"),
+        (CronTriggerTimetable("0 6 * * *", timezone="Asia/Tokyo"), "time", "cron(0 6 * * ? *)"),
+        (DeltaTriggerTimetable(timedelta(hours=2)), "time", "rate(2 hours)"),
+    ],
+    ids=repr,
+)
+def test_schedule_none_and_time_only_schedules(value: Any, kind: str, expression: str | None) -> None:
+    schedule = as_schedule(value, "s")
+    assert schedule.kind == kind and schedule.condition is NO_ASSETS and not schedule.has_assets
+    assert schedule.eventbridge_expression() == expression
+    assert schedule_from_json(schedule.to_json()) == schedule
+
+
+def test_time_only_schedule_documents() -> None:
+    assert ManualSchedule().to_json() == {"kind": "manual"}
+    assert TimeSchedule("@hourly", "Europe/Berlin").to_json() == {
+        "kind": "time",
+        "cron": "@hourly",
+        "timezone": "Europe/Berlin",
+    }
+    started = TimeSchedule(TimeSpec(timedelta(hours=1), start=datetime(2026, 1, 1, tzinfo=UTC)))
+    assert started.to_json()["start"] == "2026-01-01T00:00:00Z"
+    assert schedule_from_json(started.to_json()) == started
+    assert (
+        ManualSchedule().ticks_between(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))
+        == []
+    )
+
+
+def test_a_string_schedule_that_looks_like_a_uri_is_refused_with_the_fix() -> None:
+    with pytest.raises(DefinitionError, match=r"looks like an asset URI.*Asset\('s3://bucket/a'\)"):
+        as_schedule("s3://bucket/a", "s")
+
+
+def test_asset_or_time_takes_airflow_s_keywords_and_any_time_spec() -> None:
+    airflow_style = AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("0 0 * * *", timezone="UTC"), assets=(A | B)
+    )
+    assert airflow_style == AssetOrTimeSchedule("0 0 * * *", A | B)
+    assert AssetOrTimeSchedule(timedelta(hours=1), A).eventbridge_expression() == "rate(1 hour)"
+    assert AssetOrTimeSchedule(cron="@daily", assets=[A]).cron == "@daily"
+    assert AssetOrTimeSchedule("@daily", A, timezone="Asia/Kolkata").timezone == "Asia/Kolkata"
+    with pytest.raises(DefinitionError, match="timetable= or cron=, not both"):
+        AssetOrTimeSchedule("@daily", A, cron="@hourly")
+    with pytest.raises(DefinitionError, match="needs assets="):
+        AssetOrTimeSchedule("@daily")
+    with pytest.raises(DefinitionError, match="give the time zone once"):
+        AssetOrTimeSchedule(TimeSpec("@daily", "Asia/Tokyo"), A, timezone="UTC")
+
+
+def test_asset_and_time_schedule() -> None:
+    schedule = AssetAndTimeSchedule("0 * * * *", A & B, timezone="Europe/Berlin")
+    assert (schedule.kind, schedule.has_assets, schedule.runs_on_assets) == ("asset_and_time", True, False)
+    assert schedule.to_json() == {
+        "kind": "asset_and_time",
+        "cron": "0 * * * *",
+        "timezone": "Europe/Berlin",
+        "condition": (A & B).to_json(),
+    }
+    assert schedule_from_json(schedule.to_json()) == schedule
+    assert schedule != AssetOrTimeSchedule("0 * * * *", A & B, timezone="Europe/Berlin")
+
+
+def test_cron_partition_timetable_keys_follow_airflow() -> None:
+    hourly = CronPartitionTimetable("0 * * * *")
+    tick = datetime(2026, 11, 21, 10, tzinfo=UTC)
+    assert hourly.partition_key_for(tick) == "2026-11-21T10:00:00"  # Airflow's default key format
+    previous_day = CronPartitionTimetable(
+        "0 1 * * *", timezone="Asia/Tokyo", run_offset=-1, key_format="%Y-%m-%d"
+    )
+    assert previous_day.partition_key_for(datetime(2026, 11, 20, 16, tzinfo=UTC)) == "2026-11-20"
+    assert (
+        CronPartitionTimetable("@daily", run_offset=1, key_format="%Y-%m-%d").partition_key_for(
+            datetime(2026, 11, 21, tzinfo=UTC)
+        )
+        == "2026-11-22"
+    )
+    assert (hourly.partitioned, hourly.has_assets, hourly.kind) == (True, False, "cron_partition")
+    assert schedule_from_json(previous_day.to_json()) == previous_day
+    assert previous_day.to_json() == {
+        "kind": "cron_partition",
+        "cron": "0 1 * * *",
+        "timezone": "Asia/Tokyo",
+        "run_offset": -1,
+        "key_format": "%Y-%m-%d",
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"key_format": "%Y/%m/%d"}, "must not contain '/'"),
+        ({"key_format": "daily"}, "strftime format"),
+        ({"run_offset": 1000}, "between -366 and 366"),
+        ({"run_offset": True}, "whole number of ticks"),
+    ],
+)
+def test_bad_cron_partition_timetables_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(DefinitionError, match=message):
+        CronPartitionTimetable("@daily", **kwargs)
+
+
+def test_partitioned_asset_schedule_by_key_field() -> None:
+    schedule = PartitionedAssetSchedule(A & B, key="payload.tenant")
+    assert schedule.key_field == "payload.tenant" and schedule.partitioned
+    assert schedule.to_json()["key"] == "payload.tenant"
+    assert schedule_from_json(schedule.to_json()) == schedule
+    assert PartitionedAssetTimetable(
+        assets=A, partition_key_mapper=DailyMapper()
+    ) == PartitionedAssetSchedule(A, DailyMapper())
+    for key in ("", "a..b", "a b", 5):
+        with pytest.raises(DefinitionError, match="key must be a dotted path"):
+            PartitionedAssetSchedule(A, key=key)  # type: ignore[arg-type]
+
+
+def test_schedules_swap_their_conditions_for_ref_resolution() -> None:
+    for schedule in (
+        AssetSchedule(A),
+        AssetOrTimeSchedule("@daily", A),
+        AssetAndTimeSchedule("@daily", A),
+        PartitionedAssetSchedule(A, DailyMapper(), key="t"),
+    ):
+        swapped = schedule.with_condition(B)
+        assert swapped.condition == B and swapped.kind == schedule.kind and swapped.time == schedule.time
+    assert ManualSchedule().with_condition(B) == ManualSchedule()

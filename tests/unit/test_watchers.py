@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
-from assetflow import AssetWatcher, DefinitionError, KafkaTopic, MskCluster, SelfManagedKafka, SqsQueue
+from assetflow import (
+    AssetWatcher,
+    DefinitionError,
+    KafkaTopic,
+    MessageQueueTrigger,
+    MskCluster,
+    SelfManagedKafka,
+    SqsQueue,
+)
 from assetflow.core.errors import DocumentError
 from assetflow.core.watchers import source_from_json
 
@@ -414,3 +423,103 @@ def test_source_round_trip(source: SqsQueue | KafkaTopic) -> None:
 def test_source_from_json_refuses_bad_documents(doc: dict[str, Any]) -> None:
     with pytest.raises(DocumentError):
         source_from_json(doc)
+
+
+# --- Airflow's MessageQueueTrigger ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("trigger", "source"),
+    [
+        (
+            MessageQueueTrigger(queue="https://sqs.us-east-1.amazonaws.com/123456789012/my-queue"),
+            SqsQueue(arn="arn:aws:sqs:us-east-1:123456789012:my-queue"),
+        ),
+        (
+            MessageQueueTrigger(queue="https://sqs.cn-north-1.amazonaws.com.cn/123456789012/orders.fifo"),
+            SqsQueue(arn="arn:aws-cn:sqs:cn-north-1:123456789012:orders.fifo"),
+        ),
+        (
+            MessageQueueTrigger(queue="https://eu-west-1.queue.amazonaws.com/123456789012/legacy"),
+            SqsQueue(arn="arn:aws:sqs:eu-west-1:123456789012:legacy"),
+        ),
+        (
+            MessageQueueTrigger(queue="arn:aws:sqs:us-east-1:123456789012:my-queue", batch_size=5),
+            SqsQueue(arn="arn:aws:sqs:us-east-1:123456789012:my-queue", batch_size=5),
+        ),
+        (
+            MessageQueueTrigger(queue="sqs://orders", filter={"kind": ["order"]}),
+            SqsQueue("orders", filter={"kind": ["order"]}),
+        ),
+        (
+            MessageQueueTrigger(
+                scheme="sqs",
+                sqs_queue="https://sqs.us-east-1.amazonaws.com/123456789012/q",
+                aws_conn_id="aws_default",
+                waiter_delay=30,
+            ),
+            SqsQueue(arn="arn:aws:sqs:us-east-1:123456789012:q"),
+        ),
+        (
+            MessageQueueTrigger(queue="kafka://broker-1:9092,broker-2:9092/readings"),
+            KafkaTopic("readings", cluster=SelfManagedKafka(("broker-1:9092", "broker-2:9092"))),
+        ),
+        (
+            MessageQueueTrigger(
+                scheme="kafka", topics=["readings"], kafka_config_id="kafka_default", poll_interval=5
+            ),
+            KafkaTopic("readings"),
+        ),
+        (
+            MessageQueueTrigger(
+                scheme="kafka", topics="readings", partition_key_field="day", queue="triggerer-a"
+            ),
+            KafkaTopic("readings", partition_key_field="day"),
+        ),
+    ],
+    ids=repr,
+)
+def test_message_queue_triggers_map_onto_sources(trigger: MessageQueueTrigger, source: Any) -> None:
+    assert trigger.source == source
+    watcher = AssetWatcher("w", trigger=trigger)
+    assert watcher == AssetWatcher("w", source)
+    assert copy.deepcopy(watcher) == watcher
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "needs queue= .* or scheme="),
+        ({"scheme": "redis+pubsub", "channels": ["x"]}, "scheme 'redis\\+pubsub' is not supported"),
+        ({"queue": "redis+pubsub://h:6379/c"}, "is not an SQS queue"),
+        ({"queue": "http://127.0.0.1:5000/123456789012/q"}, "does not say its region"),
+        ({"queue": "kafka://b:9092/t1,t2"}, "2 topics .* give each topic its own AssetWatcher"),
+        ({"scheme": "kafka"}, "topics must be a topic name"),
+        ({"scheme": "sqs"}, "needs sqs_queue="),
+        (
+            {"scheme": "kafka", "topics": ["t"], "apply_function": "mod.f"},
+            "apply_function= has no assetflow equivalent",
+        ),
+        ({"queue": "sqs://q", "message_filtering": "jsonpath"}, "use filter="),
+        ({"queue": "sqs://q", "poll_mode": "fast"}, "poll_mode is not a setting of an assetflow SQS source"),
+        (
+            {"scheme": "kafka", "topics": ["t"], "fifo": True},
+            "fifo is not a setting of an assetflow Kafka source",
+        ),
+        ({"queue": 5}, "queue must be a string"),
+    ],
+)
+def test_message_queue_triggers_that_cannot_map_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(DefinitionError, match=message):
+        MessageQueueTrigger(**kwargs)
+
+
+def test_a_watcher_takes_a_source_or_a_trigger() -> None:
+    trigger = MessageQueueTrigger(queue="sqs://orders")
+    with pytest.raises(DefinitionError, match="a source or a trigger, not both"):
+        AssetWatcher("w", SqsQueue("orders"), trigger=trigger)
+    with pytest.raises(DefinitionError, match="trigger must be a MessageQueueTrigger"):
+        AssetWatcher("w", trigger="sqs://orders")  # type: ignore[arg-type]
+    with pytest.raises(DefinitionError, match="source must be SqsQueue"):
+        AssetWatcher("w")
+    assert repr(trigger) == "MessageQueueTrigger(queue='sqs://orders')"

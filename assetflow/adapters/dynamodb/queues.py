@@ -102,7 +102,11 @@ class DynamoDbQueueStore(DynamoDbTable):
             head = self.read_queue_head(pipeline, key)
         generation = head.generation
         entries = tuple(
-            QueueEntry(AssetEvent.from_json(json.loads(i["event"]["S"])), tuple(plain_value(i["aliases"])))
+            QueueEntry(
+                AssetEvent.from_json(json.loads(i["event"]["S"])),
+                tuple(plain_value(i["aliases"])),
+                tuple(plain_value(i["wheres"])) if "wheres" in i else (),
+            )
             for i in self._query(
                 KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
                 ExpressionAttributeValues={
@@ -244,6 +248,16 @@ class DynamoDbQueueStore(DynamoDbTable):
             writes += self._entry_writes(
                 partition, at if pipeline.batch else generation, entry, queued=queued
             )
+        # Failure or late entries a new event superseded: no run takes them.
+        writes += [
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": {"pk": str_attr(partition), "sk": str_attr(entry_sk(generation, entry))},
+                }
+            }
+            for entry in t.discarded
+        ]
         if pipeline.batch:
             return (
                 writes  # a batch run consumes the whole generation: its entries stay, referenced by the run
@@ -351,6 +365,9 @@ class DynamoDbQueueStore(DynamoDbTable):
                             "sk": str_attr(entry_sk(generation, entry)),
                             "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
                             "aliases": {"L": [str_attr(a) for a in entry.aliases]},
+                            **(
+                                {"wheres": {"L": [str_attr(w) for w in entry.wheres]}} if entry.wheres else {}
+                            ),
                         },
                     }
                 }

@@ -12,13 +12,13 @@ from __future__ import annotations
 from assetflow import Asset, AssetWatcher, Pipeline, SparkJob, SqsQueue
 
 burst_a = Asset(
+    "burst_a",
     "x-bench://burst/a",
-    name="burst_a",
     watchers=[AssetWatcher("bench-burst-a", SqsQueue("bench-burst-a"))],
 )
 burst_b = Asset(
+    "burst_b",
     "x-bench://burst/b",
-    name="burst_b",
     watchers=[AssetWatcher("bench-burst-b", SqsQueue("bench-burst-b"))],
 )
 

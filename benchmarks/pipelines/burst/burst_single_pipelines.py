@@ -9,8 +9,8 @@ from __future__ import annotations
 from assetflow import Asset, AssetWatcher, Pipeline, SparkJob, SqsQueue
 
 burst_single_asset = Asset(
+    "burst_single",
     "x-bench://burst/single",
-    name="burst_single",
     watchers=[AssetWatcher("bench-burst-single", SqsQueue("bench-burst-single"))],
 )
 

@@ -11,13 +11,13 @@ from assetflow import Asset, AssetWatcher, KafkaTopic, Pipeline, SparkJob, SqsQu
 FIRST_LINE_JOB = SparkJob("benchmarks/pipelines/jobs/first_line.py")
 
 latency_sqs = Asset(
+    "latency_sqs",
     "x-bench://latency/sqs",
-    name="latency_sqs",
     watchers=[AssetWatcher("bench-latency-sqs", SqsQueue("bench-latency-sqs"))],
 )
 latency_kafka = Asset(
+    "latency_kafka",
     "x-bench://latency/kafka",
-    name="latency_kafka",
     watchers=[AssetWatcher("bench-latency-kafka", KafkaTopic("bench-latency-kafka"))],
 )
 

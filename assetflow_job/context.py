@@ -308,9 +308,15 @@ class Run:
             )
             return
         document = context.outlet_metadata()
-        if not any(value for key, value in document.items() if key not in ("format", "version", "run_id")):
-            # Nothing to say beyond "succeeded": no object (an S3 PUT per run), the declared outlets are emitted
-            # without extras, as for a job that wrote none.
+        plain = all(
+            not event.get("extra") and not event.get("alias") and not event.get("aliases")
+            for event in document.get("events") or []
+        )
+        others = any(v for k, v in document.items() if k not in ("format", "version", "run_id", "events"))
+        if plain and not others:
+            # Nothing to say beyond "succeeded" (every declared outlet without an extra): no object, which saves
+            # an S3 PUT per run; the run-state function emits the declared outlets without extras, as for a job
+            # that wrote none.
             logger.info("no outlet metadata to write pipeline=%s run_id=%s", context.pipeline, context.run_id)
             return
         write_text(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from assetflow.core.catalog import Catalog
-from assetflow.core.errors import AlreadySubmittedError, ConflictError
+from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError
 from assetflow.core.events import Run
 from assetflow.ports import Clock, Launcher, RunStore, SubmissionError, SubmissionRejectedError
 
@@ -113,7 +113,7 @@ class Submitter:
             else:
                 refused.add(run.pipeline)  # refused as asked: tried again with the pipeline's next evaluation
         for run_id, error in self.store.mark_submitted_many(started).items() if started else ():
-            if isinstance(error, AlreadySubmittedError):
+            if isinstance(error, AlreadySubmittedError | NotFoundError):
                 logger.warning("run already submitted", extra={"run_id": run_id, "error": str(error)})
                 continue
             try:

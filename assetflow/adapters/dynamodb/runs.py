@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from assetflow.adapters.dynamodb.table import (
-    TRANSACTION_MAX,
     DynamoDbTable,
     failed_item,
     num_attr,
@@ -170,64 +169,59 @@ class DynamoDbRunStore(DynamoDbTable):
         Raises:
             AlreadySubmittedError: the run was already submitted under another job run id.
             ConflictError: the write lost a race with another writer of the run; retry.
+            NotFoundError: no such run.
         """
-        try:
-            self._call("transact_write_items", TransactItems=self._submitted_writes(run_id, job_run_id))
-        except ConflictError:
-            run = self.get_run(run_id, with_events=False)
-            if run.job_run_id == job_run_id:
-                return
-            if run.job_run_id is None:
-                raise  # a lost race (TransactionConflict), not a second job run: the caller retries
-            raise AlreadySubmittedError(f"run {run_id} was already submitted as {run.job_run_id}") from None
+        failures = self.mark_submitted_many({run_id: job_run_id})
+        if run_id in failures:
+            raise failures[run_id]
 
     def mark_submitted_many(self, submitted: Mapping[str, str]) -> dict[str, AssetflowError]:
-        """Record many runs' job run ids: one transaction per 50 runs, each run alone if one is refused.
+        """Record many runs' job run ids: a conditional update of each run, then the ways back in batches.
 
-        Returns the runs whose id could not be recorded, with why (``AlreadySubmittedError``, or a
-        ``ConflictError`` to retry).
+        The way back (``JOBRUN#<id>``) is written only for a run whose update succeeded, so it never leads
+        to a run of another job; if it is lost (a crash between the two), a state change finds the run by its
+        job's name or tags and writes it then. Not a transaction: a transaction bills every item twice.
+        Returns the runs whose id could not be recorded, with why (``AlreadySubmittedError``,
+        ``NotFoundError``, or a ``ConflictError`` to retry).
         """
         failures: dict[str, AssetflowError] = {}
-        pairs = sorted(submitted.items())
-        for start in range(0, len(pairs), TRANSACTION_MAX // 2):
-            chunk = pairs[start : start + TRANSACTION_MAX // 2]
-            writes = [w for run_id, job in chunk for w in self._submitted_writes(run_id, job)]
+        recorded: list[tuple[str, str]] = []
+        for run_id, job_run_id in sorted(submitted.items()):
             try:
-                self._call("transact_write_items", TransactItems=writes)
-                continue
-            except ConflictError:
-                pass  # one run of the chunk refused (or a lost race): find out which, one by one
-            for run_id, job_run_id in chunk:
-                try:
-                    self.mark_submitted(run_id, job_run_id)
-                except (AlreadySubmittedError, ConflictError) as exc:
-                    failures[run_id] = exc
-        return failures
-
-    def _submitted_writes(self, run_id: str, job_run_id: str) -> list[dict[str, Any]]:
-        return [
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": _run_key(run_id),
-                    "UpdateExpression": "SET job_run_id = :j REMOVE gsi3pk, gsi3sk",
-                    "ConditionExpression": (
+                self._call(
+                    "update_item",
+                    TableName=self.table,
+                    Key=_run_key(run_id),
+                    UpdateExpression="SET job_run_id = :j REMOVE gsi3pk, gsi3sk",
+                    ConditionExpression=(
                         "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
                     ),
-                    "ExpressionAttributeValues": {":j": str_attr(job_run_id)},
-                }
-            },
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": {
-                        "pk": str_attr(f"JOBRUN#{job_run_id}"),
-                        "sk": str_attr("#JOBRUN"),
-                        "run_id": str_attr(run_id),
-                    },
-                }
-            },
-        ]
+                    ExpressionAttributeValues={":j": str_attr(job_run_id)},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ConflictError as exc:
+                old = failed_item(exc)
+                if old is None:
+                    failures[run_id] = NotFoundError(f"no run {run_id!r}")
+                elif old.get("job_run_id", {}).get("S") not in (None, job_run_id):
+                    failures[run_id] = AlreadySubmittedError(
+                        f"run {run_id} was already submitted as {old['job_run_id']['S']}"
+                    )
+                else:
+                    failures[run_id] = exc  # a lost race: try again
+                continue
+            except AssetflowError as exc:
+                failures[run_id] = exc
+                continue
+            recorded.append((run_id, job_run_id))
+        for start in range(0, len(recorded), 25):
+            self._put_all(
+                [
+                    {"pk": str_attr(f"JOBRUN#{job}"), "sk": str_attr("#JOBRUN"), "run_id": str_attr(run_id)}
+                    for run_id, job in recorded[start : start + 25]
+                ]
+            )
+        return failures
 
     def run_id_for_job(self, job_run_id: str) -> str | None:
         """The run an EMR Serverless job run belongs to, if assetflow submitted it."""

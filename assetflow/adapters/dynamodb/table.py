@@ -365,6 +365,23 @@ class DynamoDbTable:
         found = self._batch_get([{"pk": i["pk"], "sk": i["sk"]} for i in index_items])
         return [found[key] for key in ((i["pk"]["S"], i["sk"]["S"]) for i in index_items) if key in found]
 
+    def _put_all(self, items: Sequence[Mapping[str, Any]]) -> None:
+        """Unconditional puts of up to 25 items in one BatchWriteItem (what it hands back is written again).
+
+        Raises:
+            StoreUnavailableError: throttled, or items stayed unprocessed after every retry.
+        """
+        request: dict[str, Any] = {self.table: [{"PutRequest": {"Item": dict(i)}} for i in items]}
+        for attempt in range(8):
+            if not request:
+                return
+            answer = self._call("batch_write_item", RequestItems=request)
+            request = answer.get("UnprocessedItems") or {}
+            if request:
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+        if request:
+            raise StoreUnavailableError("batch_write_item: items left unprocessed after retries")
+
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         found = self._call(
             "get_item",

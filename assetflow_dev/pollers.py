@@ -659,6 +659,11 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 
 # -- DynamoDB Streams --------------------------------------------------------------------------------------
 
+#: Stream records per invocation: Lambda's default for a DynamoDB stream (``EnvironmentConfig``'s too).
+STREAM_BATCH_SIZE = 100
+#: Records a filtering stream poller reads at once (GetRecords' most).
+READ_LIMIT = 1000
+
 
 @dataclass
 class _Shard:
@@ -680,6 +685,9 @@ class _Shard:
     retry_at: float = 0.0
     #: The on-failure record of pending[0] once its retries are exhausted (kept until delivered).
     failure: dict[str, Any] | None = None
+    #: The last record read: the checkpoint once every pending batch is handled (records after the last
+    #: one the filter kept were discarded, as Lambda discards them).
+    read_up_to: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -698,6 +706,10 @@ class StreamPoller(Poller):
     one per shard); a retrying shard never blocks another. An idle stream is read every `poll_interval`,
     backing off to `idle_poll_interval`; ``wake()`` reads it at once (the local runtime wakes the poller when
     its own functions write events, so the back-off costs no latency).
+
+    With ``accept`` (the mapping's filter criteria), records it refuses are discarded and the rest go to the
+    function up to ``batch_size`` at a time, as Lambda filters a stream: a page read holds up to
+    ``READ_LIMIT`` records, and what the filter keeps of it makes the next events.
     """
 
     def __init__(
@@ -708,7 +720,8 @@ class StreamPoller(Poller):
         stream_arn: str,
         handler: Handler,
         function_name: str,
-        batch_size: int = 25,
+        batch_size: int = STREAM_BATCH_SIZE,
+        accept: Callable[[Mapping[str, Any]], bool] | None = None,
         retry_attempts: int = 5,
         bisect_on_error: bool = True,
         on_failure: Callable[[dict[str, Any]], None] | None = None,
@@ -732,6 +745,7 @@ class StreamPoller(Poller):
         self.streams = streams
         self.stream_arn = stream_arn
         self.batch_size = batch_size
+        self.accept = accept
         self.retry_attempts = retry_attempts
         self.bisect_on_error = bisect_on_error
         self.on_failure = on_failure
@@ -826,8 +840,9 @@ class StreamPoller(Poller):
             return True
         if shard.iterator is None:
             shard.iterator = self._iterator(shard)
+        limit = self.batch_size if self.accept is None else max(self.batch_size, READ_LIMIT)
         try:
-            page = self.streams.get_records(ShardIterator=shard.iterator, Limit=self.batch_size)
+            page = self.streams.get_records(ShardIterator=shard.iterator, Limit=limit)
         except ClientError as exc:
             # Whatever went wrong, the next read starts again from the checkpoint.
             shard.iterator = None
@@ -844,7 +859,16 @@ class StreamPoller(Poller):
         records = page.get("Records") or []
         if not records:
             return shard.ended
-        shard.pending = [[stream_record(r, stream_arn=self.stream_arn) for r in records]]
+        shard.read_up_to = str(records[-1]["dynamodb"]["SequenceNumber"])
+        wanted = [stream_record(r, stream_arn=self.stream_arn) for r in records]
+        if self.accept is not None:
+            wanted = [r for r in wanted if self.accept(r)]
+        if not wanted:
+            # All discarded by the filter: nothing for the function, so the poller may idle (unless the page
+            # was full and more follows at once).
+            shard.checkpoint = shard.read_up_to
+            return len(records) >= limit
+        shard.pending = [list(batch) for batch in _chunks(wanted, self.batch_size)]
         shard.attempts = 0
         self._process(shard)
         return True
@@ -900,6 +924,8 @@ class StreamPoller(Poller):
         if first_failed == len(batch):
             shard.pending.pop(0)
             shard.attempts = 0
+            if not shard.pending and shard.read_up_to is not None:
+                shard.checkpoint = shard.read_up_to
             return
         remaining = batch[first_failed:]
         self.stats.failed_attempts += len(remaining)
@@ -959,6 +985,8 @@ class StreamPoller(Poller):
         self.stats.dead_lettered += len(batch)
         shard.checkpoint = batch[-1]["dynamodb"]["SequenceNumber"]
         shard.pending.pop(0)
+        if not shard.pending and shard.read_up_to is not None:
+            shard.checkpoint = shard.read_up_to
         shard.attempts = 0
         shard.failure = None
 

@@ -550,6 +550,7 @@ class LocalRuntime:
                 ),
                 function_name="assetflow-local-evaluator",
                 on_failure=self._failure_sink(r.failure_queues["evaluator"], "evaluator"),
+                accept=new_asset_event,
             )
         )
         for poller in self.pollers:
@@ -572,6 +573,18 @@ class LocalRuntime:
                 registered is not done for done, _ in self._redirected
             ):
                 self._redirected.append((registered, registered.setStream(self._function_log)))
+
+
+def new_asset_event(record: Mapping[str, Any]) -> bool:
+    """The evaluator's stream filter (``assetflow.cdk.evaluator.new_asset_events_filter``): asset event INSERTs.
+
+    As the deployed mapping does, the local one sends only these to the evaluator; the rest of the stream (its
+    own queue entries and runs, dedupe records, summaries) is discarded before batching.
+    """
+    if record.get("eventName") != "INSERT":
+        return False
+    keys = (record.get("dynamodb") or {}).get("Keys") or {}
+    return str((keys.get("sk") or {}).get("S", "")).startswith("EVENT#")
 
 
 @contextlib.contextmanager

@@ -13,7 +13,8 @@ on the client's ``meta.events``, so the code under measurement runs unchanged:
 DynamoDB Local reports a ``TransactWriteItems`` as if it held one item (2 units for 1 or 5 small items alike),
 where AWS bills two write units per KB of every item (prepare and commit) and the index entries the items
 write: transactions are priced from their request instead (``transaction_write_units``: each item's size,
-rounded up to the KB, twice, plus two units per index entry an item's keys put or remove), and what DynamoDB
+rounded up to the KB, twice, plus a unit per index entry an item's keys put or remove: a transaction's changes
+reach the global secondary indexes after it completes, as ordinary index writes), and what DynamoDB
 Local reported is kept apart as ``reported_write_units``. DynamoDB does not report capacity for a write whose
 condition failed (or a cancelled transaction), yet AWS bills those writes. They are estimated instead, at the
 minimum of one write unit per item (two in a transaction), and kept apart as ``estimated_write_units``.
@@ -154,10 +155,12 @@ def _item_bytes(item: Mapping[str, Any]) -> int:
 def transaction_write_units(items: Any) -> float:
     """The write units AWS bills for a TransactWriteItems request, from the request itself.
 
-    Two units per KB of each item (rounded up per item), and two per index entry it writes: a put of an item
-    with index keys, an update that sets or removes them. An update's item size is taken as its key plus the
-    values it sets, at least a KB's worth: AWS bills the larger of the item before and after, which the
-    request does not say (assetflow keeps its updated items small).
+    Two units per KB of each item (rounded up per item), and one per index entry it writes (a put of an item
+    with index keys, an update that sets or removes them): DynamoDB propagates a completed transaction's
+    changes to the global secondary indexes afterwards, as ordinary writes of the (keys-only) index entries.
+    An update's item size is taken as its key plus the values it sets, at least a KB's worth: AWS bills the
+    larger of the item before and after, which the request does not say (assetflow keeps its updated items
+    small).
     """
     units = 0.0
     for entry in items or []:
@@ -165,7 +168,7 @@ def transaction_write_units(items: Any) -> float:
         if action == "Put":
             item = body.get("Item") or {}
             units += 2 * max(1, math.ceil(_item_bytes(item) / 1024))
-            units += 2 * (len(_INDEX_KEYS & set(item)) // 2)
+            units += len(_INDEX_KEYS & set(item)) // 2
         elif action == "Update":
             size = _item_bytes(body.get("Key") or {}) + sum(
                 _attribute_bytes(v) for v in (body.get("ExpressionAttributeValues") or {}).values()
@@ -173,7 +176,7 @@ def transaction_write_units(items: Any) -> float:
             units += 2 * max(1, math.ceil(size / 1024))
             expression = str(body.get("UpdateExpression") or "")
             touched = {k for k in _INDEX_KEYS if k in expression}
-            units += 2 * (len(touched) // 2)
+            units += len(touched) // 2
         elif action in ("Delete", "ConditionCheck"):
             units += 2
     return units

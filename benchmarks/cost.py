@@ -582,7 +582,7 @@ MEMORY_MB = {
     "assetflow.functions.handle_job_state": 512,
 }
 #: The evaluator's stream batch size (assetflow/cdk/config.py ``stream_batch_size``) and SQS's largest receive.
-STREAM_BATCH = 25
+STREAM_BATCH = 100
 SQS_BATCH = 10
 #: The states EventBridge reports for an EMR Serverless job run that succeeds (SUBMITTED, PENDING, SCHEDULED,
 #: RUNNING, SUCCESS) that the stack's rule delivers to the run-state function: those that move a run

@@ -156,7 +156,7 @@ class EnvironmentConfig:
     # Evaluator (the table's stream)
     evaluator_timeout: Duration = field(default_factory=lambda: Duration.seconds(60))
     evaluator_memory_mb: int = 512
-    stream_batch_size: int = 25
+    stream_batch_size: int = 100
     stream_parallelization_factor: int = 1
     stream_retry_attempts: int = 5
     stream_max_record_age: Duration = field(default_factory=lambda: Duration.hours(6))

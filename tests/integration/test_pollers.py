@@ -621,6 +621,38 @@ def test_a_reported_stream_failure_is_retried_from_that_record(
     assert (poller.stats.failed_attempts, poller.stats.dead_lettered) == (6, 0)
 
 
+def test_a_filtering_stream_poller_batches_what_its_filter_keeps_and_moves_past_the_rest(
+    dynamodb_client: Any, dynamodb_streams_client: Any, plain_table: tuple[str, str], pollers: list[Poller]
+) -> None:
+    """As Lambda filters a stream: refused records never reach the function, kept ones fill its batches."""
+    table, stream_arn = plain_table
+    keys = [f"{'keep' if n % 3 == 0 else 'drop'}{n:02d}" for n in range(30)]
+    put_keys(dynamodb_client, table, keys)
+    handler = Recorder(lambda event, context: {"batchItemFailures": []})
+    poller = start(
+        pollers,
+        StreamPoller(
+            name="filtered",
+            streams=dynamodb_streams_client,
+            stream_arn=stream_arn,
+            handler=handler,
+            function_name="f",
+            batch_size=4,
+            accept=lambda record: key_of(record).startswith("keep"),
+        ),
+    )
+    kept = [k for k in keys if k.startswith("keep")]
+    eventually(lambda: poller.idle and sum(len(e["Records"]) for e in handler.events) == len(kept))
+    assert [key_of(r) for e in handler.events for r in e["Records"]] == kept
+    assert [len(e["Records"]) for e in handler.events] == [4, 4, 2]
+    # The checkpoint is past the last record read, kept or not: a resumed shard reads none of them again.
+    (shard,) = poller._shards.values()
+    assert shard.checkpoint == shard.read_up_to
+    put_keys(dynamodb_client, table, ["drop99", "keep99"])
+    eventually(lambda: key_of(handler.events[-1]["Records"][-1]) == "keep99", what="the next kept record")
+    assert [key_of(r) for r in handler.events[-1]["Records"]] == ["keep99"]
+
+
 def test_a_poison_record_is_bisected_out_and_sent_to_on_failure(
     dynamodb_client: Any, dynamodb_streams_client: Any, plain_table: tuple[str, str], pollers: list[Poller]
 ) -> None:

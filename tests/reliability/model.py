@@ -39,7 +39,7 @@ from assetflow_dev import LOCAL_CLIENT_KWARGS, LOCAL_REGION
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 #: The deployed stream event source's batch size (``assetflow.cdk.config.EnvironmentConfig.stream_batch_size``).
-STREAM_BATCH_SIZE = 25
+STREAM_BATCH_SIZE = 100
 #: The production stream retry budget (``assetflow.cdk.config``: 3 in prod, 5 in dev). A record failed more often
 #: than this goes to the on-failure destination, and its event is never evaluated.
 STREAM_RETRY_ATTEMPTS = 3

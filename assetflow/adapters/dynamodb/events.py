@@ -80,7 +80,20 @@ class DynamoDbEventStore(DynamoDbTable):
         }
 
     def _count_update(self, uri: str, events: Sequence[AssetEvent]) -> dict[str, Any]:
-        """The asset summary's update: created with the first event, counting these (one write per asset)."""
+        """The asset summary's update: created with the first event, counting these (one write per asset).
+
+        Once this store has written an asset's summary, the update only counts: the attributes set at creation
+        (and the listing index's keys) are not sent again.
+        """
+        if uri in self._known_assets:
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": str_attr(asset_pk(uri)), "sk": str_attr("#META")},
+                    "UpdateExpression": "ADD event_count :k",
+                    "ExpressionAttributeValues": {":k": num_attr(len(events))},
+                }
+            }
         first = min(events, key=lambda e: e.sort_key)
         name = (self.asset_name(uri) if self.asset_name else None) or uri
         return {

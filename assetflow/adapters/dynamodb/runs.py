@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -49,6 +51,10 @@ def run_put(table: str, run: Run, trigger: Mapping[str, Any], *, counted: bool) 
     return {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
 
 
+#: Runs' job run ids recorded at once (independent conditional updates).
+UPDATE_WORKERS = 8
+_POOL_LOCK = threading.Lock()
+
 #: A state change that names its job moves only that job's run (or a run with no job run id yet).
 _JOB_CONDITION = " AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
 
@@ -59,6 +65,9 @@ def _run_key(run_id: str) -> dict[str, Any]:
 
 class DynamoDbRunStore(DynamoDbTable):
     """Runs under ``RUN#<id>`` (listed by gsi1/gsi2, waiting for submission by gsi3); ``JOBRUN#<id>`` leads back."""
+
+    #: Threads for independent updates (made on first use).
+    _pool: ThreadPoolExecutor | None = None
 
     def _run_from_item(self, raw: Mapping[str, Any], *, with_events: bool) -> Run:
         return self._runs_from_items([raw], with_events=with_events)[0]
@@ -185,35 +194,18 @@ class DynamoDbRunStore(DynamoDbTable):
         ``NotFoundError``, or a ``ConflictError`` to retry).
         """
         failures: dict[str, AssetflowError] = {}
+        pairs = sorted(submitted.items())
+        if len(pairs) > 1:
+            # The updates are independent: a few at a time, as the runs were started.
+            answers = list(self._executor().map(lambda pair: self._record_job_run_id(*pair), pairs))
+        else:
+            answers = [self._record_job_run_id(*pair) for pair in pairs]
         recorded: list[tuple[str, str]] = []
-        for run_id, job_run_id in sorted(submitted.items()):
-            try:
-                self._call(
-                    "update_item",
-                    TableName=self.table,
-                    Key=_run_key(run_id),
-                    UpdateExpression="SET job_run_id = :j REMOVE gsi3pk, gsi3sk",
-                    ConditionExpression=(
-                        "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
-                    ),
-                    ExpressionAttributeValues={":j": str_attr(job_run_id)},
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except ConflictError as exc:
-                old = failed_item(exc)
-                if old is None:
-                    failures[run_id] = NotFoundError(f"no run {run_id!r}")
-                elif old.get("job_run_id", {}).get("S") not in (None, job_run_id):
-                    failures[run_id] = AlreadySubmittedError(
-                        f"run {run_id} was already submitted as {old['job_run_id']['S']}"
-                    )
-                else:
-                    failures[run_id] = exc  # a lost race: try again
-                continue
-            except AssetflowError as exc:
-                failures[run_id] = exc
-                continue
-            recorded.append((run_id, job_run_id))
+        for (run_id, job_run_id), error in zip(pairs, answers, strict=True):
+            if error is None:
+                recorded.append((run_id, job_run_id))
+            else:
+                failures[run_id] = error
         for start in range(0, len(recorded), 25):
             self._put_all(
                 [
@@ -222,6 +214,41 @@ class DynamoDbRunStore(DynamoDbTable):
                 ]
             )
         return failures
+
+    def _record_job_run_id(self, run_id: str, job_run_id: str) -> AssetflowError | None:
+        """One run's job run id, by a conditional update; why it could not be recorded, if it could not."""
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table,
+                Key=_run_key(run_id),
+                UpdateExpression="SET job_run_id = :j REMOVE gsi3pk, gsi3sk",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
+                ),
+                ExpressionAttributeValues={":j": str_attr(job_run_id)},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ConflictError as exc:
+            old = failed_item(exc)
+            if old is None:
+                return NotFoundError(f"no run {run_id!r}")
+            if old.get("job_run_id", {}).get("S") not in (None, job_run_id):
+                return AlreadySubmittedError(
+                    f"run {run_id} was already submitted as {old['job_run_id']['S']}"
+                )
+            return exc  # a lost race: try again
+        except AssetflowError as exc:
+            return exc
+        return None
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with _POOL_LOCK:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=UPDATE_WORKERS, thread_name_prefix="assetflow-runs"
+                )
+            return self._pool
 
     def run_id_for_job(self, job_run_id: str) -> str | None:
         """The run an EMR Serverless job run belongs to, if assetflow submitted it."""

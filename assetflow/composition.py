@@ -212,6 +212,7 @@ class Dependencies:
             events_table=s.table_name,
             region=s.region,
             path_map=s.path_map,
+            event_shards=s.event_shards,
         )
 
     @cached_property

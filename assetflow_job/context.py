@@ -189,8 +189,12 @@ class RunContext:
                 raise RunContextError(
                     "the run context names no 'events_table', so inlet_events cannot be read"
                 )
+            shards = table.get("shards")
             reader = DynamoDbEventReader(
-                table["name"], region=table.get("region"), endpoint=table.get("endpoint_url")
+                table["name"],
+                region=table.get("region"),
+                endpoint=table.get("endpoint_url"),
+                shards=shards if isinstance(shards, Mapping) else None,
             )
         return ResolvingEventReader(reader, self._extras)
 

@@ -170,6 +170,7 @@ class EmrServerlessLauncher:
         events_endpoint_url: str | None = None,
         py_files_archive: str = PY_FILES_ARCHIVE,
         inline_contexts: bool = True,
+        event_shards: Mapping[str, int] | None = None,
     ) -> None:
         self._emr = emr_client
         self._s3 = s3_client
@@ -178,6 +179,8 @@ class EmrServerlessLauncher:
         self.runs_bucket = runs_bucket
         self.code_prefix = code_prefix
         self.events_table = {"name": events_table, "region": region, "endpoint_url": events_endpoint_url}
+        #: Assets whose events are spread over several partitions: a job reading their inlet events merges them.
+        self.event_shards = {uri: n for uri, n in (event_shards or {}).items() if n > 1}
         self.path_map = dict(path_map or {})
         self.py_files_uri = _code_uri(runs_bucket, code_prefix, py_files_archive)
         self.inline_contexts = inline_contexts
@@ -234,10 +237,20 @@ class EmrServerlessLauncher:
             run,
             pipeline,
             metadata_uri=outlet_metadata_uri(self.runs_bucket, pipeline.id, run.run_id),
-            events_table=self.events_table,
+            events_table=self._events_table_for(),
             path_map=self.path_map,
         )
         return canonical_json(document).encode()
+
+    def _events_table_for(self) -> dict[str, Any]:
+        """The events table as the job reads it, with the shard counts of the sharded assets.
+
+        All of them: an inlet may be an alias, and whichever asset it resolves to, the job must know how its
+        events are spread.
+        """
+        if not self.event_shards:
+            return dict(self.events_table)
+        return {**self.events_table, "shards": dict(sorted(self.event_shards.items()))}
 
     def context_argument(self, run: Run, pipeline: Pipeline) -> str:
         """What ``--assetflow-context`` names: the context itself when small enough, else its S3 object.

@@ -437,7 +437,7 @@ class CountingClient:
 
 
 class InjectedConflicts:
-    """A DynamoDB client that cancels the transactions ``decide`` picks with ``TransactionConflict``, unrun.
+    """A DynamoDB client that cancels the transactions (and refuses the updates) ``decide`` picks, unrun.
 
     DynamoDB does this when two transactions touch one item at once; DynamoDB Local serialises transactions
     and never does (measured: no TransactionConflict in any run of this suite), so the suite injects them.
@@ -451,6 +451,18 @@ class InjectedConflicts:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        """Run the update, or refuse it as DynamoDB refuses a write to an item a transaction holds.
+
+        ``decide`` sees it as ``{"UpdateItem": request}`` (``random_conflicts`` leaves single writes alone).
+        """
+        if self._decide({"UpdateItem": kwargs}):
+            with self._lock:
+                self.injected += 1
+            error = {"Error": {"Code": "TransactionConflictException", "Message": "injected"}}
+            raise ClientError(error, "UpdateItem")
+        return self._real.update_item(**kwargs)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         """Run the transaction, or cancel it as a lost race."""
@@ -476,7 +488,9 @@ def random_conflicts(rate: float, seed: int) -> Callable[[Mapping[str, Any]], bo
     rng = random.Random(seed)
     lock = threading.Lock()
 
-    def decide(_: Mapping[str, Any]) -> bool:
+    def decide(request: Mapping[str, Any]) -> bool:
+        if "UpdateItem" in request:
+            return False
         with lock:
             return rng.random() < rate
 
@@ -900,6 +914,15 @@ class EvaluatorPool:
                     self._send(batch)
                 else:
                     self._after[first] = batch
+
+    def deliver_at_once(self, records: Sequence[dict[str, Any]], *, copies: int, batch_size: int) -> None:
+        """Hand each batch of ``records`` over ``copies`` times at once: that many invocations race on it."""
+        self.figures.records += len(records)
+        for start in range(0, len(records), batch_size):
+            batch = list(records[start : start + batch_size])
+            for _ in range(copies):
+                self._send(batch)
+            self.figures.redelivered_batches += copies - 1
 
     def _send(self, batch: list[dict[str, Any]]) -> int:
         delivery = next(self._ids)

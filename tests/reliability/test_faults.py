@@ -916,7 +916,8 @@ def test_a_lost_race_while_recovering_a_job_run_id_does_not_lose_the_jobs_final_
     budget = {"crashes": 1, "conflicts": 1}
 
     def lose_the_race(request: Any) -> bool:
-        if budget["conflicts"] > 0 and "JOBRUN#" in json.dumps(request):
+        # The write that records the recovered job run id on the run (a conditional update of the run item)
+        if budget["conflicts"] > 0 and "SET job_run_id = :j" in json.dumps(request):
             budget["conflicts"] -= 1
             return True
         return False

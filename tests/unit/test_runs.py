@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -619,6 +620,18 @@ def test_a_small_context_travels_in_the_job_arguments_and_a_large_one_through_s3
     large_args = emr.requests[1]["jobDriver"]["sparkSubmit"]["entryPointArguments"]
     assert large_args[-1] == f"s3://{BUCKET}/runs/{ETL.id}/run-large/context.json"
     assert s3.puts == [large_args[-1]]
+
+
+def test_the_context_tells_the_job_how_sharded_assets_spread_their_events() -> None:
+    # Given a deployment that spreads a hot asset's events over four partitions
+    emr = StartedEmr()
+    launcher(emr, CountingS3(), event_shards={RAW.uri: 4, "s3://lake/cold": 1}).submit(a_run(), ETL)
+
+    # Then the job's reader is told (an unsharded asset is not mentioned), and reads each partition
+    argument = emr.requests[0]["jobDriver"]["sparkSubmit"]["entryPointArguments"][-1]
+    document = json.loads(base64.b64decode(argument.split("base64,", 1)[1]))
+    assert document["events_table"]["shards"] == {RAW.uri: 4}
+    assert assetflow_job.load_context(argument).run_id == a_run().run_id
 
 
 def test_s3_entry_points_pass_as_they_are_and_own_py_files_are_kept() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from assetflow.adapters.dynamodb.table import (
     DynamoDbTable,
+    condition_failed,
     failed_item,
     num_attr,
     str_attr,
@@ -230,6 +231,8 @@ class DynamoDbRunStore(DynamoDbTable):
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ConflictError as exc:
+            if not condition_failed(exc):
+                return exc  # a lost race with a transaction on the run (TransactionConflict): try again
             old = failed_item(exc)
             if old is None:
                 return NotFoundError(f"no run {run_id!r}")
@@ -307,7 +310,12 @@ class DynamoDbRunStore(DynamoDbTable):
             )
             return self._run_from_item(answer["Attributes"], with_events=False), True
         except ConflictError as exc:
-            old = failed_item(exc)
+            if condition_failed(exc):
+                old = failed_item(exc)
+            else:  # a lost race with a transaction on the run (TransactionConflict): read it, go on from there
+                old = self._call(
+                    "get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True
+                ).get("Item")
         for _ in range(attempts):
             if old is None:
                 raise NotFoundError(f"no run {run_id!r}")

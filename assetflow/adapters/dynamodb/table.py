@@ -165,6 +165,14 @@ def failed_item(error: BaseException) -> dict[str, Any] | None:
     return None
 
 
+def condition_failed(error: BaseException) -> bool:
+    """Whether a single-item write was refused by its condition (not a lost race with a transaction)."""
+    cause = error.__cause__
+    return isinstance(cause, ClientError) and (
+        cause.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    )
+
+
 def cancellation_reasons(error: BaseException) -> list[dict[str, Any]]:
     """The per-item reasons of a cancelled transaction (empty for any other error)."""
     cause = error.__cause__

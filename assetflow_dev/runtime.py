@@ -410,6 +410,13 @@ class LocalRuntime:
         for part in ("catalog", "store", "bus", "launcher", "evaluator", "run_states", "extras"):
             getattr(deps, part, None)
 
+    @staticmethod
+    def _warm_ingest(deps: Dependencies) -> None:
+        # A bad schema fails here, at start, rather than per batch; and the first message finds the function's
+        # translator, store and clients built (ready means ready: no first message pays for them).
+        for part in ("messages", "store", "extras", "ingest"):
+            getattr(deps, part, None)
+
     def _build_launcher(self, catalog: Catalog, r: LocalResources, dynamodb_endpoint: str) -> Any:
         emr = EmrServerlessLauncher(
             emr_client=self.client("emr-serverless"),
@@ -499,7 +506,7 @@ class LocalRuntime:
         sqs = self.client("sqs")
         for watcher, queue in r.queues.items():
             deps = self._dependencies(watcher=watcher)
-            deps.messages  # noqa: B018 - a bad schema fails here, at start, rather than per batch
+            self._warm_ingest(deps)
             self.pollers.append(
                 SqsPoller(
                     name=f"sqs:{watcher}",
@@ -520,7 +527,7 @@ class LocalRuntime:
             )
         for watcher, topic in r.topics.items():
             deps = self._dependencies(watcher=watcher)
-            deps.messages  # noqa: B018
+            self._warm_ingest(deps)
             self.pollers.append(
                 KafkaPoller(
                     name=f"kafka:{watcher}",

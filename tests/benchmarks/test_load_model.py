@@ -177,7 +177,9 @@ def test_the_script_writes_its_json(tmp_path: Path) -> None:
 # ---- this branch: batched evaluation, keys-only indexes, hot assets sharded where the model says ----------
 
 
-def test_this_branch_puts_2_2_write_units_per_event_on_an_asset_key_so_one_key_takes_about_450_a_second() -> None:
+def test_this_branch_puts_2_2_write_units_per_event_on_an_asset_key_so_one_key_takes_about_450_a_second() -> (
+    None
+):
     # The event item in the ingest transaction (2) and a tenth of the summary's count (2 per batch of 10).
     assert lm.asset_key_write_units(lm.BRANCH_SINGLE.keys, lm.BRANCH) == pytest.approx(2.2)
     result = lm.bounds(lm.BRANCH_SINGLE, lm.BRANCH, costs=lm.BRANCH_COSTS)
@@ -187,14 +189,18 @@ def test_this_branch_puts_2_2_write_units_per_event_on_an_asset_key_so_one_key_t
     assert bound(result, "gsi1 ASSETS") == math.inf
 
 
-def test_a_hot_asset_needs_write_shards_past_450_events_a_second_and_bigger_ingest_batches_past_5000() -> None:
+def test_a_hot_asset_needs_write_shards_past_450_events_a_second_and_bigger_ingest_batches_past_5000() -> (
+    None
+):
     assert lm.asset_shards_needed(450) == 1
     assert lm.asset_shards_needed(500) == 2  # 2 / 2 + 0.2 = 1.2 units: 833 events/s on the busiest key
     assert lm.asset_shards_needed(2_000) == 7  # 2 / 7 + 0.2 = 0.486 units: 2,059 events/s
     # The summary item is not sharded: 0.2 units per event caps one asset at 5,000 events/s ...
     assert lm.asset_shards_needed(5_000) is None
     # ... unless the ingest batches are bigger (100 messages: 0.02 units per event)
-    assert lm.asset_shards_needed(5_000, deployment=replace(lm.BRANCH, meta_batch=100)) == 12  # 5,357 a second
+    assert (
+        lm.asset_shards_needed(5_000, deployment=replace(lm.BRANCH, meta_batch=100)) == 12
+    )  # 5,357 a second
     for rate in (500, 2_000, 3_000):
         shards = lm.asset_shards_needed(rate)
         assert shards is not None

@@ -165,6 +165,10 @@ class Poller(abc.ABC):
         self._wakeup = threading.Event()
         self._ready = threading.Event()
         self._threads: list[threading.Thread] = []
+        # Each start() begins a generation: a thread of an earlier one (still parked in a long poll when the
+        # poller was stopped and started again) ends after that poll instead of polling on beside the new ones.
+        self._generation = 0
+        self._local = threading.local()
         self._lifecycle = threading.Lock()
         self._stats_lock = threading.Lock()
         # Threads blocked in a long poll of their source (by name, with when it began): stop() does not wait
@@ -181,16 +185,20 @@ class Poller(abc.ABC):
     def start(self) -> None:
         """Start polling in daemon threads (no-op while running)."""
         with self._lifecycle:
-            if any(t.is_alive() for t in self._threads):
+            if not self._stopping.is_set() and any(t.is_alive() for t in self._threads):
                 return
+            self._generation += 1
+            generation = self._generation
             self._stopping.clear()
             self._wakeup.clear()
             self._empty_poll_began = dict.fromkeys(range(self.workers))
             self._threads = [
                 threading.Thread(
                     target=self._run,
-                    args=(n,),
-                    name=f"poller-{self.name}" + (f"-{n}" if self.workers > 1 else ""),
+                    args=(n, generation),
+                    name=f"poller-{self.name}"
+                    + (f"-{n}" if self.workers > 1 else "")
+                    + (f"-g{generation}" if generation > 1 else ""),
                     daemon=True,
                 )
                 for n in range(self.workers)
@@ -274,15 +282,25 @@ class Poller(abc.ABC):
 
     # -- the loop --------------------------------------------------------------------------------------------
 
-    def _run(self, worker: int = 0) -> None:
+    def _retired(self) -> bool:
+        """Whether the calling polling thread should end: the poller is stopping, or was started again."""
+        return (
+            self._stopping.is_set()
+            or getattr(self._local, "generation", self._generation) != self._generation
+        )
+
+    def _run(self, worker: int = 0, generation: int = 1) -> None:
+        self._local.generation = generation
         backoff = POLL_BACKOFF_SECONDS
         empty = 0
         try:
-            while not self._stopping.is_set():
+            while not self._retired():
                 began = time.monotonic()
                 try:
                     busy = self._poll()
                 except Exception as exc:
+                    if self._retired():
+                        break  # its source went away while it stopped (an emulator stopped first): nothing to say
                     self._empty_poll_began[worker] = None
                     self.stats.last_error = _describe(exc)
                     # Errors from the SDK and the Kafka client name the operation, never a payload.
@@ -300,12 +318,15 @@ class Poller(abc.ABC):
                     backoff = min(backoff * 2, POLL_BACKOFF_MAX_SECONDS)
                     continue
                 backoff = POLL_BACKOFF_SECONDS
+                if self._retired():
+                    break
                 self._empty_poll_began[worker] = None if busy else began
                 empty = 0 if busy else empty + 1
                 if not busy and self._idle_wait:
                     self._pause(min(self._idle_wait * 2 ** min(empty - 1, 16), self._idle_wait_max))
         finally:
-            self._empty_poll_began[worker] = None
+            if generation == self._generation:
+                self._empty_poll_began[worker] = None
             if all(t is threading.current_thread() or not t.is_alive() for t in self._threads):
                 try:
                     self._close()
@@ -476,7 +497,8 @@ class SqsPoller(Poller):
         elif self._primary():
             self._backlog.clear()
         if messages and self._stopping.is_set():
-            # Received while stopping (a long poll outlived stop()): hand them back at once, unhandled.
+            # Received while stopped (a long poll outlived stop()): hand them back at once, unhandled. (A
+            # thread of an earlier generation that receives after a restart handles them, then ends.)
             self._change_visibility(messages, 0)
             return False
         # Above 10 (standard queues only), gather what is there without waiting again, as a batching window.

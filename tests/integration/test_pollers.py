@@ -319,6 +319,41 @@ def test_sqs_messages_reach_the_ingest_function_as_lambda_delivers_them_and_are_
     assert (poller.stats.records, poller.stats.succeeded, poller.stats.failed_attempts) == (3, 3, 0)
 
 
+def test_an_sqs_poller_started_again_during_its_long_poll_consumes_at_once_and_once(
+    sqs_client: Any, pollers: list[Poller]
+) -> None:
+    # Given a poller stopped while its long poll waits (stop() does not wait for a parked poll)
+    url, arn = make_queue(sqs_client, f"restart-{uuid.uuid4().hex[:8]}")
+    handler = Recorder(lambda event, context: {"batchItemFailures": []})
+    poller = start(
+        pollers,
+        SqsPoller(
+            name="restart",
+            sqs=sqs_client,
+            queue_url=url,
+            queue_arn=arn,
+            handler=handler,
+            function_name="f",
+            wait_seconds=3,
+        ),
+    )
+    assert poller.wait_ready(10)
+    eventually(lambda: poller.idle, what="the long poll to park")
+    poller.stop()
+
+    # When it is started again at once and a message comes
+    poller.start()
+    sqs_client.send_message(QueueUrl=url, MessageBody=json.dumps({"n": 1}))
+
+    # Then the message is handled once, and once the old long poll ended only the new worker polls
+    eventually(lambda: len(handler.events) == 1, what="the message")
+    time.sleep(4)
+    assert len(handler.events) == 1
+    assert queue_counts(sqs_client, url) == (0, 0)
+    polling = [t for t in threading.enumerate() if t.name.startswith("poller-restart")]
+    assert [t.name for t in polling] == ["poller-restart-g2"]
+
+
 def test_a_failing_message_comes_back_alone_and_lands_in_the_dead_letter_queue(
     sqs_client: Any, dynamodb_local: DynamoDbLocal, store_table: str, tmp_path: Path, pollers: list[Poller]
 ) -> None:

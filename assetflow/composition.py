@@ -12,22 +12,22 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
+from assetflow.adapters.eventbridge import parse_detail_types
 
-from assetflow.adapters.clients import aws_client
-from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.eventbridge import EventBridgeBus
-from assetflow.adapters.extras import S3ExtrasStore
-from assetflow.core.catalog import Catalog
-from assetflow.ports import ListenerBus, NullBus
-from assetflow.usecases.evaluate import Evaluator
-from assetflow.usecases.ingest import Ingest
-from assetflow.usecases.job_state import RunStates
-from assetflow.usecases.reconcile import Reconciler
+# Each part is imported when a function first builds it: a function's cold start pays only for its own path
+# (the ingest functions never load the evaluator, the API never jsonschema, none boto3).
+if typing.TYPE_CHECKING:
+    from botocore.config import Config
 
-if typing.TYPE_CHECKING:  # jsonschema loads only in the ingest functions, which use the translator
+    from assetflow.adapters.dynamodb import DynamoDbStore
+    from assetflow.adapters.extras import S3ExtrasStore
     from assetflow.adapters.messages import MessageTranslator
+    from assetflow.core.catalog import Catalog
+    from assetflow.ports import ListenerBus
+    from assetflow.usecases.evaluate import Evaluator
+    from assetflow.usecases.ingest import Ingest
+    from assetflow.usecases.job_state import RunStates
+    from assetflow.usecases.reconcile import Reconciler
 
 
 class SettingsError(ValueError):
@@ -56,6 +56,10 @@ class Settings:
     watcher_name: str | None = None
     #: The KMS HMAC key of per-run secrets (where a run's outlet metadata goes); None: the plain layout.
     run_token_key: str | None = None
+    #: The listener event types published (``LISTENER_EVENTS``, comma-separated); None: all of them.
+    listener_events: frozenset[str] | None = None
+    #: Assets whose events are spread over several partitions (``ASSETFLOW_EVENT_SHARDS``: ``{uri: n}``).
+    event_shards: Mapping[str, int] | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -75,6 +79,20 @@ class Settings:
                 raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object") from exc
             if not isinstance(path_map, dict):
                 raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object")
+        try:
+            listener_events = parse_detail_types(environ.get("LISTENER_EVENTS"))
+        except ValueError as exc:
+            raise SettingsError(f"LISTENER_EVENTS: {exc}") from exc
+        event_shards = None
+        if environ.get("ASSETFLOW_EVENT_SHARDS"):
+            try:
+                event_shards = json.loads(environ["ASSETFLOW_EVENT_SHARDS"])
+            except ValueError as exc:
+                raise SettingsError("ASSETFLOW_EVENT_SHARDS must be a JSON object") from exc
+            if not isinstance(event_shards, dict) or not all(
+                isinstance(n, int) and n >= 1 for n in event_shards.values()
+            ):
+                raise SettingsError("ASSETFLOW_EVENT_SHARDS must map asset URIs to shard counts (1 or more)")
         return cls(
             table_name=environ["TABLE_NAME"],
             catalog_path=environ["CATALOG_PATH"],
@@ -87,6 +105,8 @@ class Settings:
             path_map=path_map,
             watcher_name=environ.get("WATCHER_NAME") or None,
             run_token_key=environ.get("RUN_TOKEN_KEY") or None,
+            listener_events=listener_events,
+            event_shards=event_shards,
         )
 
 
@@ -97,13 +117,13 @@ class Dependencies:
         self,
         settings: Settings,
         *,
-        session: boto3.session.Session | None = None,
+        session: Any = None,
         launcher: Any = None,
         endpoints: Mapping[str, str] | None = None,
         config: Config | None = None,
     ) -> None:
         self.settings = settings
-        self._session = session or boto3.session.Session()
+        self._session = session  # a boto3 or botocore session; None: the process's botocore session
         self._launcher = launcher
         self._endpoints = dict(endpoints or {})
         self._config = config
@@ -114,23 +134,40 @@ class Dependencies:
         Its endpoint is the one given for it in ``endpoints`` (the local runtime), else what boto3 reads
         from ``AWS_ENDPOINT_URL_*`` (on Lambda: none, the service's public endpoint).
         """
-        return aws_client(
+        from assetflow.adapters.clients import aws_client
+        from assetflow.adapters.tracing import trace_calls
+
+        client = aws_client(
             service,
             session=self._session,
             endpoint=self._endpoints.get(service),
             region=self.settings.region,
             config=self._config,
         )
+        return trace_calls(client)
 
     @cached_property
     def catalog(self) -> Catalog:
         """The compiled catalog shipped with the function."""
+        from assetflow.core.catalog import Catalog
+
         return Catalog.from_document(json.loads(Path(self.settings.catalog_path).read_text()))
 
     @cached_property
     def store(self) -> DynamoDbStore:
-        """The DynamoDB store."""
-        return DynamoDbStore(self.client("dynamodb"), self.settings.table_name)
+        """The DynamoDB store (an asset's summary gets its declared name from the catalog, when it is made)."""
+        from assetflow.adapters.dynamodb import DynamoDbStore
+
+        store = DynamoDbStore(
+            self.client("dynamodb"), self.settings.table_name, event_shards=self.settings.event_shards
+        )
+
+        def asset_name(uri: str) -> str | None:
+            known = self.catalog.assets.get(uri)
+            return known.name if known else None
+
+        store.asset_name = asset_name
+        return store
 
     @cached_property
     def extras(self) -> S3ExtrasStore | None:
@@ -140,14 +177,22 @@ class Dependencies:
         """
         if not self.settings.runs_bucket:
             return None
+        from assetflow.adapters.extras import S3ExtrasStore
+
         return S3ExtrasStore(self.client("s3"), self.settings.runs_bucket)
 
     @cached_property
     def bus(self) -> ListenerBus:
         """The listener bus (dropped when no bus is configured)."""
-        if not self.settings.event_bus_name:
+        from assetflow.ports import NullBus
+
+        if not self.settings.event_bus_name or self.settings.listener_events == frozenset():
             return NullBus()
-        return EventBridgeBus(self.client("events"), self.settings.event_bus_name)
+        from assetflow.adapters.eventbridge import EventBridgeBus
+
+        return EventBridgeBus(
+            self.client("events"), self.settings.event_bus_name, detail_types=self.settings.listener_events
+        )
 
     @cached_property
     def run_tokens(self) -> Any:
@@ -181,6 +226,7 @@ class Dependencies:
             region=s.region,
             path_map=s.path_map,
             run_tokens=self.run_tokens,
+            event_shards=s.event_shards,
         )
 
     @cached_property
@@ -198,11 +244,15 @@ class Dependencies:
     @cached_property
     def ingest(self) -> Ingest:
         """Ingest over the store and the extras store."""
+        from assetflow.usecases.ingest import Ingest
+
         return Ingest(store=self.store, extras=self.extras)
 
     @cached_property
     def evaluator(self) -> Evaluator:
         """The evaluator over the store, the launcher and the bus."""
+        from assetflow.usecases.evaluate import Evaluator
+
         return Evaluator(
             catalog=self.catalog, store=self.store, launcher=self.launcher, bus=self.bus, clock=utc_now
         )
@@ -213,6 +263,7 @@ class Dependencies:
         if not self.settings.runs_bucket:
             raise SettingsError("RUNS_BUCKET is needed to read the outlet metadata of runs")
         from assetflow.adapters.emr import S3RunOutputs
+        from assetflow.usecases.job_state import RunStates
 
         return RunStates(
             catalog=self.catalog,
@@ -234,6 +285,8 @@ class Dependencies:
         job_runs = self.launcher
         if not callable(getattr(job_runs, "job_run_status", None)):
             raise SettingsError("the launcher cannot tell job run states (job_run_status)")
+        from assetflow.usecases.reconcile import Reconciler
+
         return Reconciler(
             catalog=self.catalog,
             store=self.store,

@@ -37,6 +37,10 @@ class SubmissionRejectedError(AssetflowError):
     """
 
 
+class TransitionTooLargeError(AssetflowError, ValueError):
+    """A transition needs more writes than one transaction holds; feed it fewer entries at once."""
+
+
 class OutletMetadataError(DocumentError):
     """The outlet metadata a job wrote is not a version-1 ``assetflow.outlet-metadata`` document."""
 
@@ -117,6 +121,27 @@ class Quarantined:
 Outcome = Accepted | Quarantined
 
 
+@dataclass(frozen=True)
+class Written:
+    """An event as a batched write left it: the stored one (the first on a redelivery) and whether it is new."""
+
+    event: AssetEvent
+    created: bool
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """What the evaluator needs of one queue before it changes it, read in one batch with other queues'.
+
+    ``seen`` are the asked-for events that this queue has seen before (queued or consumed);
+    ``active_runs`` is the pipeline's counter of active runs (kept for pipelines with ``max_active_runs``).
+    """
+
+    head: QueueHead
+    active_runs: int
+    seen: frozenset[str]
+
+
 # ---- the store, one port per aggregate -------------------------------------------------------------------
 
 
@@ -140,8 +165,31 @@ class EventStore(Protocol):
         """
         ...
 
+    def put_events(
+        self,
+        events: Sequence[tuple[AssetEvent, str | None]],
+        *,
+        now: datetime,
+        lanes: Sequence[str] | None = None,
+        lasting: bool = False,
+    ) -> list[Written | AssetflowError]:
+        """Store events once each (``(event, dedupe_key)``), batched; one answer per event, in order.
+
+        ``lasting``: their dedupe records are kept for good (as ``put_event``'s).
+
+        An answer is the written event, or the error that kept it from being written (a throttled or
+        contended write: retry that event); the other events are written whatever happens to it, except that
+        with ``lanes`` (one per event: a FIFO queue, a Kafka partition) nothing after an event that cannot be
+        written is written in its lane.
+        """
+        ...
+
     def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
         """The event a message (by its identity) already produced, if any."""
+        ...
+
+    def new_assets(self, events: Sequence[AssetEvent]) -> set[str]:
+        """The assets whose first stored event is among ``events`` (they were created by them)."""
         ...
 
     def record_asset(self, event: AssetEvent, *, name: str | None = None) -> bool:
@@ -186,6 +234,15 @@ class QueueStore(Protocol):
         """The keys of a pipeline's queues (those with queued events or held ticks by default)."""
         ...
 
+    def read_queue_snapshots(
+        self, wanted: Sequence[tuple[str, str, Sequence[str]]]
+    ) -> dict[tuple[str, str], QueueSnapshot]:
+        """Many queues' heads, active-run counters and seen events in one batched read.
+
+        ``wanted`` lists ``(pipeline, key, event ids)``; the answer is keyed by ``(pipeline, key)``.
+        """
+        ...
+
     def already_queued(self, pipeline: str, key: str, event_ids: Sequence[str]) -> set[str]:
         """Which of these events this queue has seen before (queued or consumed)."""
         ...
@@ -199,6 +256,7 @@ class QueueStore(Protocol):
 
         Raises:
             ConflictError: another evaluator changed the queue or the active runs first; re-read and retry.
+            TransitionTooLargeError: more writes than one transaction holds; feed fewer entries at once.
         """
         ...
 
@@ -250,6 +308,14 @@ class RunStore(Protocol):
         Raises:
             AlreadySubmittedError: the run has another job run id.
             ConflictError: a lost race with another writer of the run; retry.
+        """
+        ...
+
+    def mark_submitted_many(self, submitted: Mapping[str, str]) -> dict[str, AssetflowError]:
+        """Record many runs' job run ids (``run id -> job run id``) at once; returns the runs that failed.
+
+        A failure is an ``AlreadySubmittedError`` (the run has another job run id) or a ``ConflictError``
+        (a lost race: retry that run alone).
         """
         ...
 
@@ -338,18 +404,37 @@ class JobRuns(Protocol):
 
 
 class ListenerBus(Protocol):
-    """Publishes listener events (asset created, alias created, asset changed, event emitted)."""
+    """Publishes listener events (asset created, alias created, asset changed, event emitted).
+
+    Only the detail types an environment subscribes to go out (EventBridge bills every entry): ``wants``
+    says which, so that callers build no detail nobody will read.
+    """
+
+    def wants(self, detail_type: str) -> bool:
+        """Whether events of this detail type are published at all."""
+        ...
 
     def publish(self, detail_type: str, detail: Mapping[str, Any]) -> None:
         """Put one event on the bus; failures are logged, never raised (listeners are best effort)."""
+        ...
+
+    def publish_many(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Put events on the bus, batched (``(detail type, detail)``); failures are logged, never raised."""
         ...
 
 
 class NullBus:
     """A bus that drops every event (for tests and runtimes without listeners)."""
 
+    def wants(self, detail_type: str) -> bool:
+        """No type is wanted."""
+        return False
+
     def publish(self, detail_type: str, detail: Mapping[str, Any]) -> None:
         """Drop the event."""
+
+    def publish_many(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Drop the events."""
 
 
 class RunOutputs(Protocol):
@@ -419,6 +504,7 @@ __all__ = [
     "Page",
     "QuarantineStore",
     "Quarantined",
+    "QueueSnapshot",
     "QueueStore",
     "ReasonCode",
     "RunOutputs",
@@ -426,4 +512,6 @@ __all__ = [
     "Store",
     "SubmissionError",
     "SubmissionRejectedError",
+    "TransitionTooLargeError",
+    "Written",
 ]

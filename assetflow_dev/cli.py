@@ -398,8 +398,11 @@ def cmd_events_emit(args: argparse.Namespace) -> int:
             {"uri": args.uri, "extra": extra, "partition_key": args.partition_key}
         )
         catalog = _view_catalog(args)
+        store = _store(args)
+        # The asset's summary is made with its first event: give it the declared name.
+        store.asset_name = lambda uri: catalog.assets[uri].name if uri in catalog.assets else None
         result = requests.emit_event(
-            _store(args),
+            store,
             catalog,
             request,
             principal=_principal(),

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,9 +40,19 @@ POLL_BACKOFF_MAX_SECONDS = 5.0
 RETRY_BACKOFF_SECONDS = 0.1
 RETRY_BACKOFF_MAX_SECONDS = 1.0
 #: How often a stream poller looks for new shards when none of its shards has ended.
-SHARD_DISCOVERY_SECONDS = 5.0
+SHARD_DISCOVERY_SECONDS = 60.0
+#: A worker parked this long in a long poll has found nothing to read (a long poll answers at once otherwise).
+PARKED_IDLE_SECONDS = 0.2
+#: Shards a stream poller reads at once, each with its own handler invocation.
+MAX_CONCURRENT_SHARDS = 16
 #: How long one Kafka poll waits for records (also how soon a Kafka poller notices `stop()`).
 KAFKA_POLL_TIMEOUT_MS = 500
+#: How long the broker may hold a fetch: short while records flow, long once the topic has been quiet for
+#: KAFKA_IDLE_AFTER_SECONDS. Tansu answers a fetch only when its wait is over, records or not, so the wait is
+#: the latency of a record (a 500 ms wait made a 50-290 ms sawtooth); a quiet topic is fetched rarely.
+KAFKA_FETCH_WAIT_MS = 100
+KAFKA_IDLE_FETCH_WAIT_MS = 3000
+KAFKA_IDLE_AFTER_SECONDS = 10.0
 #: How long a Kafka offset commit may take before it counts as failed.
 KAFKA_COMMIT_TIMEOUT_MS = 5000
 
@@ -119,23 +130,52 @@ class PollerStats:
 
 
 class Poller(abc.ABC):
-    """One event-source mapping: a daemon thread that polls a source and invokes a handler.
+    """One event-source mapping: daemon threads that poll a source and invoke a handler.
 
-    A failed poll (an emulator down, a refused connection) never ends the thread: it is logged at warning
+    ``workers`` threads poll at once (Lambda runs several SQS pollers; one per stream shard). A poll that finds
+    nothing is followed by a wait that starts at ``idle_wait`` and doubles up to ``idle_wait_max`` while the
+    source stays idle (as Lambda's pollers back off); ``wake()`` ends the wait at once (the local runtime wakes
+    the stream poller when its own functions write events, so backing off costs no latency). ``ready`` is set
+    once the poller is consuming: a message sent after that is read without waiting for a start-up.
+
+    A failed poll (an emulator down, a refused connection) never ends a thread: it is logged at warning
     level, without payloads, and retried after a backoff that doubles from 0.2 s to 5 s.
     """
 
-    def __init__(self, *, name: str, handler: Handler, function_name: str, idle_wait: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        handler: Handler,
+        function_name: str,
+        idle_wait: float = 0.0,
+        idle_wait_max: float | None = None,
+        workers: int = 1,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
         self.name = name
         self.handler = handler
         self.function_name = function_name
         self.stats = PollerStats()
+        self.workers = workers
         self._idle_wait = idle_wait
+        self._idle_wait_max = max(idle_wait, idle_wait_max or idle_wait)
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._wakeup = threading.Event()
+        self._ready = threading.Event()
+        self._threads: list[threading.Thread] = []
+        # Each start() begins a generation: a thread of an earlier one (still parked in a long poll when the
+        # poller was stopped and started again) ends after that poll instead of polling on beside the new ones.
+        self._generation = 0
+        self._local = threading.local()
         self._lifecycle = threading.Lock()
-        # When the last poll that found nothing began (None: the last poll found work, failed, or none ran).
-        self._empty_poll_began: float | None = None
+        self._stats_lock = threading.Lock()
+        # Threads blocked in a long poll of their source (by name, with when it began): stop() does not wait
+        # for them, and one parked a while on an empty source is idle.
+        self._parked: dict[str, float] = {}
+        # Per worker: when its last poll that found nothing began (None: it found work, failed, or none ran).
+        self._empty_poll_began: dict[int, float | None] = {}
         # A poll must begin after this moment for "nothing found" to mean idle (SQS releases failed
         # messages with a delay: until then an empty queue does not mean the work is done).
         self._quiet_after = 0.0
@@ -143,42 +183,90 @@ class Poller(abc.ABC):
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start polling in a daemon thread (no-op while running)."""
+        """Start polling in daemon threads (no-op while running)."""
         with self._lifecycle:
-            if self._thread is not None and self._thread.is_alive():
+            if not self._stopping.is_set() and any(t.is_alive() for t in self._threads):
                 return
+            self._generation += 1
+            generation = self._generation
             self._stopping.clear()
-            self._thread = threading.Thread(target=self._run, name=f"poller-{self.name}", daemon=True)
-            self._thread.start()
-        logger.info("poller started", extra={"poller": self.name, "function": self.function_name})
+            self._wakeup.clear()
+            self._empty_poll_began = dict.fromkeys(range(self.workers))
+            self._threads = [
+                threading.Thread(
+                    target=self._run,
+                    args=(n, generation),
+                    name=f"poller-{self.name}"
+                    + (f"-{n}" if self.workers > 1 else "")
+                    + (f"-g{generation}" if generation > 1 else ""),
+                    daemon=True,
+                )
+                for n in range(self.workers)
+            ]
+            for thread in self._threads:
+                thread.start()
+        logger.info(
+            "poller started",
+            extra={"poller": self.name, "function": self.function_name, "workers": self.workers},
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop polling: the batch in progress finishes, then the thread ends. Idempotent.
+        """Stop polling: the batches in progress finish, then the threads end. Idempotent.
 
         A batch waiting for its next retry is abandoned unacknowledged, so its source delivers it again.
         """
         self._stopping.set()
+        self._wakeup.set()
         with self._lifecycle:
-            thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return
-        thread.join(timeout)
-        if thread.is_alive():
+            threads = list(self._threads)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            if thread is not threading.current_thread():
+                # A thread parked in a long poll is not waited for: it hands back what it gets, then ends.
+                while thread.is_alive() and thread.name not in self._parked and time.monotonic() < deadline:
+                    thread.join(0.05)
+        if self.running:
             logger.warning("poller did not stop in time", extra={"poller": self.name, "timeout": timeout})
-        else:
+        elif threads:
             logger.info("poller stopped", extra={"poller": self.name})
+
+    def wake(self) -> None:
+        """End an idle wait now: there may be something to read."""
+        self._wakeup.set()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the poller is consuming its source."""
+        return self._ready.is_set()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the poller is consuming (or ``timeout`` passes); returns whether it is."""
+        return self._ready.wait(timeout)
 
     @property
     def running(self) -> bool:
-        """Whether the polling thread is alive."""
-        thread = self._thread
-        return thread is not None and thread.is_alive()
+        """Whether a polling thread may still invoke the handler (alive, and not parked in a stopped poll)."""
+        stopping = self._stopping.is_set()
+        return any(t.is_alive() and not (stopping and t.name in self._parked) for t in self._threads)
 
     @property
     def idle(self) -> bool:
-        """True when the last poll found nothing and no batch is in flight or waiting for a retry."""
-        began = self._empty_poll_began
-        return began is not None and began >= self._quiet_after
+        """True when every worker's last poll found nothing and no batch is in flight or waiting for a retry.
+
+        A worker parked in a long poll for a moment counts as having found nothing (a long poll answers at
+        once when there is something to read).
+        """
+        if not self._empty_poll_began:
+            return False
+        now = time.monotonic()
+        for worker, thread in zip(sorted(self._empty_poll_began), self._threads, strict=False):
+            began = self._empty_poll_began[worker]
+            parked = self._parked.get(thread.name)
+            if parked is not None and parked >= self._quiet_after and now - parked >= PARKED_IDLE_SECONDS:
+                continue
+            if began is None or began < self._quiet_after:
+                return False
+        return True
 
     # -- what subclasses provide -----------------------------------------------------------------------------
 
@@ -194,15 +282,26 @@ class Poller(abc.ABC):
 
     # -- the loop --------------------------------------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _retired(self) -> bool:
+        """Whether the calling polling thread should end: the poller is stopping, or was started again."""
+        return (
+            self._stopping.is_set()
+            or getattr(self._local, "generation", self._generation) != self._generation
+        )
+
+    def _run(self, worker: int = 0, generation: int = 1) -> None:
+        self._local.generation = generation
         backoff = POLL_BACKOFF_SECONDS
+        empty = 0
         try:
-            while not self._stopping.is_set():
+            while not self._retired():
                 began = time.monotonic()
                 try:
                     busy = self._poll()
                 except Exception as exc:
-                    self._empty_poll_began = None
+                    if self._retired():
+                        break  # its source went away while it stopped (an emulator stopped first): nothing to say
+                    self._empty_poll_began[worker] = None
                     self.stats.last_error = _describe(exc)
                     # Errors from the SDK and the Kafka client name the operation, never a payload.
                     logger.warning(
@@ -219,25 +318,36 @@ class Poller(abc.ABC):
                     backoff = min(backoff * 2, POLL_BACKOFF_MAX_SECONDS)
                     continue
                 backoff = POLL_BACKOFF_SECONDS
-                self._empty_poll_began = None if busy else began
+                if self._retired():
+                    break
+                self._empty_poll_began[worker] = None if busy else began
+                empty = 0 if busy else empty + 1
                 if not busy and self._idle_wait:
-                    self._stopping.wait(self._idle_wait)
+                    self._pause(min(self._idle_wait * 2 ** min(empty - 1, 16), self._idle_wait_max))
         finally:
-            self._empty_poll_began = None
-            try:
-                self._close()
-            except Exception as exc:
-                logger.warning(
-                    "poller close failed", extra={"poller": self.name, "error": type(exc).__name__}
-                )
+            if generation == self._generation:
+                self._empty_poll_began[worker] = None
+            if all(t is threading.current_thread() or not t.is_alive() for t in self._threads):
+                try:
+                    self._close()
+                except Exception as exc:
+                    logger.warning(
+                        "poller close failed", extra={"poller": self.name, "error": type(exc).__name__}
+                    )
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or until woken or stopped."""
+        if self._wakeup.wait(seconds):
+            self._wakeup.clear()
 
     def _invoke(
         self, event: dict[str, Any], size: int
     ) -> tuple[Any, BaseException | None, LocalLambdaContext]:
         """Call the handler; return its response, or the exception it raised, and the context it got."""
         context = lambda_context(self.function_name)
-        self.stats.batches += 1
-        self.stats.records += size
+        with self._stats_lock:
+            self.stats.batches += 1
+            self.stats.records += size
         try:
             return self.handler(event, context), None, context
         except (KeyboardInterrupt, SystemExit):
@@ -322,11 +432,12 @@ def _failure_context(
 class SqsPoller(Poller):
     """An SQS event-source mapping with ReportBatchItemFailures.
 
-    Long-polls the queue, hands the messages over as Lambda's SQS event, deletes the ones the handler did
-    not report as failed, and makes the failed ones (all of them when the handler raises) visible again
-    after `retry_delay_seconds`. Moving a message to the dead-letter queue after its queue's
-    ``maxReceiveCount`` is SQS's own job (the queue's RedrivePolicy). One batch at a time, so a FIFO
-    queue's order holds.
+    Long-polls the queue (20 s, as Lambda does: an idle queue costs a request every 20 s), hands the messages
+    over as Lambda's SQS event, deletes the ones the handler did not report as failed, and makes the failed
+    ones (all of them when the handler raises) visible again after `retry_delay_seconds`. Moving a message to
+    the dead-letter queue after its queue's ``maxReceiveCount`` is SQS's own job (the queue's RedrivePolicy).
+    ``concurrency`` batches are handled at once (Lambda starts with five for an SQS mapping); a FIFO queue's
+    one at a time, so that its order holds.
     """
 
     def __init__(
@@ -339,10 +450,14 @@ class SqsPoller(Poller):
         handler: Handler,
         function_name: str,
         batch_size: int = 10,
-        wait_seconds: int = 1,
+        wait_seconds: int = 20,
         retry_delay_seconds: int = 1,
+        concurrency: int = 1,
     ) -> None:
-        super().__init__(name=name, handler=handler, function_name=function_name)
+        fifo = queue_arn.endswith(".fifo")
+        super().__init__(
+            name=name, handler=handler, function_name=function_name, workers=1 if fifo else concurrency
+        )
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self.sqs = sqs
@@ -353,6 +468,9 @@ class SqsPoller(Poller):
         self.retry_delay_seconds = retry_delay_seconds
         self.fifo = queue_arn.endswith(".fifo")
         self._region = _arn_region(queue_arn)
+        # Set while receives find messages: the other workers poll too; when the first worker's receive comes
+        # back empty, they wait again.
+        self._backlog = threading.Event()
         self._max_receive_count: int | None = None
         self._redrive_read = False
 
@@ -363,7 +481,26 @@ class SqsPoller(Poller):
     def _poll(self) -> bool:
         if not self._redrive_read:
             self._read_redrive_policy()
+        self._ready.set()  # a long poll is about to wait for messages: what is sent now is read
+        if not self._primary() and not self._backlog.is_set():
+            # As Lambda scales an SQS mapping's pollers with the backlog: an idle queue has one long poll.
+            name = threading.current_thread().name
+            self._parked[name] = time.monotonic()
+            try:
+                self._backlog.wait(self.wait_seconds)
+            finally:
+                self._parked.pop(name, None)
+            return bool(self._backlog.is_set()) and not self._stopping.is_set()
         messages = self._receive(min(self.batch_size, _SQS_MAX_MESSAGES), self.wait_seconds)
+        if messages:
+            self._backlog.set()
+        elif self._primary():
+            self._backlog.clear()
+        if messages and self._stopping.is_set():
+            # Received while stopped (a long poll outlived stop()): hand them back at once, unhandled. (A
+            # thread of an earlier generation that receives after a restart handles them, then ends.)
+            self._change_visibility(messages, 0)
+            return False
         # Above 10 (standard queues only), gather what is there without waiting again, as a batching window.
         while messages and len(messages) < self.batch_size and not self.fifo:
             more = self._receive(min(self.batch_size - len(messages), _SQS_MAX_MESSAGES), 0)
@@ -375,6 +512,15 @@ class SqsPoller(Poller):
         self._handle(messages)
         return True
 
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop polling (the workers waiting for a backlog are released at once)."""
+        self._stopping.set()
+        self._backlog.set()
+        super().stop(timeout)
+
+    def _primary(self) -> bool:
+        return threading.current_thread() is (self._threads[0] if self._threads else None)
+
     def _read_redrive_policy(self) -> None:
         attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["RedrivePolicy"])
         policy = json.loads(attributes.get("Attributes", {}).get("RedrivePolicy") or "null")
@@ -382,13 +528,19 @@ class SqsPoller(Poller):
         self._redrive_read = True
 
     def _receive(self, count: int, wait_seconds: int) -> list[dict[str, Any]]:
-        answer = self.sqs.receive_message(
-            QueueUrl=self.queue_url,
-            MaxNumberOfMessages=count,
-            WaitTimeSeconds=wait_seconds,
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        )
+        name = threading.current_thread().name
+        if wait_seconds:
+            self._parked[name] = time.monotonic()
+        try:
+            answer = self.sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=count,
+                WaitTimeSeconds=wait_seconds,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+        finally:
+            self._parked.pop(name, None)
         return list(answer.get("Messages") or [])
 
     def _handle(self, messages: list[dict[str, Any]]) -> None:
@@ -529,6 +681,11 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 
 # -- DynamoDB Streams --------------------------------------------------------------------------------------
 
+#: Stream records per invocation: Lambda's default for a DynamoDB stream (``EnvironmentConfig``'s too).
+STREAM_BATCH_SIZE = 100
+#: Records a filtering stream poller reads at once (GetRecords' most).
+READ_LIMIT = 1000
+
 
 @dataclass
 class _Shard:
@@ -550,6 +707,9 @@ class _Shard:
     retry_at: float = 0.0
     #: The on-failure record of pending[0] once its retries are exhausted (kept until delivered).
     failure: dict[str, Any] | None = None
+    #: The last record read: the checkpoint once every pending batch is handled (records after the last
+    #: one the filter kept were discarded, as Lambda discards them).
+    read_up_to: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -564,7 +724,14 @@ class StreamPoller(Poller):
     ``batchItemFailures`` is retried, with the records after it; a raising handler gets the batch again,
     halved first when `bisect_on_error` (halving does not count as a retry). After `retry_attempts` retries
     (negative: forever), `on_failure` receives Lambda's on-failure record for streams and the poller moves
-    past those records. Shards are served in turn by one thread, so a retrying shard never blocks another.
+    past those records. The open shards are read at once, one handler invocation per shard (as Lambda runs
+    one per shard); a retrying shard never blocks another. An idle stream is read every `poll_interval`,
+    backing off to `idle_poll_interval`; ``wake()`` reads it at once (the local runtime wakes the poller when
+    its own functions write events, so the back-off costs no latency).
+
+    With ``accept`` (the mapping's filter criteria), records it refuses are discarded and the rest go to the
+    function up to ``batch_size`` at a time, as Lambda filters a stream: a page read holds up to
+    ``READ_LIMIT`` records, and what the filter keeps of it makes the next events.
     """
 
     def __init__(
@@ -575,14 +742,22 @@ class StreamPoller(Poller):
         stream_arn: str,
         handler: Handler,
         function_name: str,
-        batch_size: int = 25,
+        batch_size: int = STREAM_BATCH_SIZE,
+        accept: Callable[[Mapping[str, Any]], bool] | None = None,
         retry_attempts: int = 5,
         bisect_on_error: bool = True,
         on_failure: Callable[[dict[str, Any]], None] | None = None,
         starting_position: str = "TRIM_HORIZON",
         poll_interval: float = 0.05,
+        idle_poll_interval: float = 5.0,
     ) -> None:
-        super().__init__(name=name, handler=handler, function_name=function_name, idle_wait=poll_interval)
+        super().__init__(
+            name=name,
+            handler=handler,
+            function_name=function_name,
+            idle_wait=poll_interval,
+            idle_wait_max=idle_poll_interval,
+        )
         if starting_position not in _STARTING_POSITIONS:
             raise ValueError(
                 f"starting_position must be one of {_STARTING_POSITIONS}, not {starting_position!r}"
@@ -592,6 +767,7 @@ class StreamPoller(Poller):
         self.streams = streams
         self.stream_arn = stream_arn
         self.batch_size = batch_size
+        self.accept = accept
         self.retry_attempts = retry_attempts
         self.bisect_on_error = bisect_on_error
         self.on_failure = on_failure
@@ -600,23 +776,43 @@ class StreamPoller(Poller):
         self._shards: dict[str, _Shard] = {}
         self._discovered = False
         self._next_discovery = 0.0
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_size = 0
 
     def _poll(self) -> bool:
         if time.monotonic() >= self._next_discovery:
             self._discover()
-        busy = False
-        waiting = False
-        for shard in [s for s in self._shards.values() if self._readable(s)]:
-            if self._stopping.is_set():
-                return True
-            if shard.pending and shard.failure is None and time.monotonic() < shard.retry_at:
-                waiting = True
-                continue
-            busy = self._step(shard) or busy
-            waiting = waiting or bool(shard.pending)
+        readable = [s for s in self._shards.values() if self._readable(s)]
+        due = [s for s in readable if not (s.pending and s.failure is None and time.monotonic() < s.retry_at)]
+        waiting = len(due) < len(readable)
+        if self._stopping.is_set():
+            return True
+        if len(due) > 1:
+            # One invocation per shard at a time, the shards' at once (as Lambda runs one per shard).
+            busy = any(list(self._pool(len(due)).map(self._step, due)))
+        else:
+            busy = any(self._step(shard) for shard in due)
+        waiting = waiting or any(s.pending for s in readable)
+        self._ready.set()  # every open shard has its iterator and was read once
         if waiting and not busy:
             self._wait(self.poll_interval)
         return busy or waiting
+
+    def _pool(self, shards: int) -> ThreadPoolExecutor:
+        size = min(shards, MAX_CONCURRENT_SHARDS)
+        if self._executor is None or self._executor_size < size:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+            self._executor = ThreadPoolExecutor(
+                max_workers=size, thread_name_prefix=f"poller-{self.name}-shard"
+            )
+            self._executor_size = size
+        return self._executor
+
+    def _close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     # -- shards -------------------------------------------------------------------------------------------
 
@@ -666,8 +862,9 @@ class StreamPoller(Poller):
             return True
         if shard.iterator is None:
             shard.iterator = self._iterator(shard)
+        limit = self.batch_size if self.accept is None else max(self.batch_size, READ_LIMIT)
         try:
-            page = self.streams.get_records(ShardIterator=shard.iterator, Limit=self.batch_size)
+            page = self.streams.get_records(ShardIterator=shard.iterator, Limit=limit)
         except ClientError as exc:
             # Whatever went wrong, the next read starts again from the checkpoint.
             shard.iterator = None
@@ -684,7 +881,16 @@ class StreamPoller(Poller):
         records = page.get("Records") or []
         if not records:
             return shard.ended
-        shard.pending = [[stream_record(r, stream_arn=self.stream_arn) for r in records]]
+        shard.read_up_to = str(records[-1]["dynamodb"]["SequenceNumber"])
+        wanted = [stream_record(r, stream_arn=self.stream_arn) for r in records]
+        if self.accept is not None:
+            wanted = [r for r in wanted if self.accept(r)]
+        if not wanted:
+            # All discarded by the filter: nothing for the function, so the poller may idle (unless the page
+            # was full and more follows at once).
+            shard.checkpoint = shard.read_up_to
+            return len(records) >= limit
+        shard.pending = [list(batch) for batch in _chunks(wanted, self.batch_size)]
         shard.attempts = 0
         self._process(shard)
         return True
@@ -740,6 +946,8 @@ class StreamPoller(Poller):
         if first_failed == len(batch):
             shard.pending.pop(0)
             shard.attempts = 0
+            if not shard.pending and shard.read_up_to is not None:
+                shard.checkpoint = shard.read_up_to
             return
         remaining = batch[first_failed:]
         self.stats.failed_attempts += len(remaining)
@@ -801,6 +1009,8 @@ class StreamPoller(Poller):
         self.stats.dead_lettered += len(batch)
         shard.checkpoint = batch[-1]["dynamodb"]["SequenceNumber"]
         shard.pending.pop(0)
+        if not shard.pending and shard.read_up_to is not None:
+            shard.checkpoint = shard.read_up_to
         shard.attempts = 0
         shard.failure = None
 
@@ -914,6 +1124,8 @@ class KafkaPoller(Poller):
         self._poll_errors = 0
         # (topic, partition) -> (the offset a failed batch starts at, its failed attempts so far)
         self._failures: dict[Any, tuple[int, int]] = {}
+        self._last_records = time.monotonic()
+        self._fetch_wait_ms = KAFKA_FETCH_WAIT_MS
 
     def _connect(self) -> Any:
         if self._consumer is None:
@@ -926,8 +1138,11 @@ class KafkaPoller(Poller):
                 enable_auto_commit=False,
                 auto_offset_reset="earliest" if self.starting_position == "TRIM_HORIZON" else "latest",
                 max_poll_records=self.batch_size,
+                fetch_max_wait_ms=KAFKA_FETCH_WAIT_MS,
                 **LOCAL_KAFKA_CONSUMER_TIMEOUTS,
             )
+            self._fetch_wait_ms = KAFKA_FETCH_WAIT_MS
+            self._last_records = time.monotonic()
             consumer.subscribe(list(self.topics))
             self._consumer = consumer
         return self._consumer
@@ -952,8 +1167,18 @@ class KafkaPoller(Poller):
 
     def _poll(self) -> bool:
         consumer = self._connect()
-        polled = consumer.poll(timeout_ms=KAFKA_POLL_TIMEOUT_MS, max_records=self.batch_size)
+        quiet = self._fetch_wait_ms == KAFKA_IDLE_FETCH_WAIT_MS
+        polled = consumer.poll(
+            timeout_ms=KAFKA_POLL_TIMEOUT_MS * (2 if quiet else 1), max_records=self.batch_size
+        )
         self._poll_errors = 0
+        if not self._ready.is_set() and consumer.assignment():
+            self._ready.set()  # in the group with its partitions: the next fetch reads what is sent now
+        now = time.monotonic()
+        if polled:
+            self._last_records = now
+        quiet = now - self._last_records >= KAFKA_IDLE_AFTER_SECONDS
+        self._set_fetch_wait(consumer, KAFKA_IDLE_FETCH_WAIT_MS if quiet else KAFKA_FETCH_WAIT_MS)
         batch = [record for partition in sorted(polled) for record in polled[partition]]
         if not batch:
             assigned = consumer.assignment()
@@ -962,6 +1187,16 @@ class KafkaPoller(Poller):
             return bool(self._failures) or not _caught_up(consumer, assigned)
         self._handle(consumer, batch)
         return True
+
+    def _set_fetch_wait(self, consumer: Any, wait_ms: int) -> None:
+        """Change how long the broker may hold the consumer's next fetches (kafka-python reads it per fetch)."""
+        if wait_ms == self._fetch_wait_ms:
+            return
+        fetcher = getattr(consumer, "_fetcher", None)
+        config = getattr(fetcher, "config", None)
+        if isinstance(config, dict) and "fetch_max_wait_ms" in config:
+            config["fetch_max_wait_ms"] = wait_ms
+            self._fetch_wait_ms = wait_ms
 
     def _handle(self, consumer: Any, batch: list[Any]) -> None:
         from kafka import TopicPartition

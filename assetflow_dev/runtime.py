@@ -30,6 +30,7 @@ from assetflow.core.catalog import Catalog
 from assetflow.core.schedules import AssetOrTimeSchedule
 from assetflow.core.watchers import KafkaTopic
 from assetflow.functions import (
+    _observe,
     handle_api,
     handle_asset_events,
     handle_job_state,
@@ -45,7 +46,13 @@ from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBr
 from assetflow_dev.failures import AsyncInvocation, S3FailureSink
 from assetflow_dev.invoke_server import LocalInvokeServer
 from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
-from assetflow_dev.pollers import KafkaPoller, SqsPoller, StreamPoller, lambda_context
+from assetflow_dev.pollers import (
+    MAX_CONCURRENT_SHARDS,
+    KafkaPoller,
+    SqsPoller,
+    StreamPoller,
+    lambda_context,
+)
 from assetflow_dev.resources import LocalResources, ResourceNames, provision
 from assetflow_dev.sweeper import LOCAL_SWEEP_SECONDS, Sweeper
 from assetflow_dev.ticker import ScheduleTicker
@@ -115,6 +122,12 @@ class RuntimeOptions:
     names: ResourceNames = field(default_factory=ResourceNames)
     #: Where the functions' JSON logs go (as CloudWatch Logs would hold them); None leaves them on stdout.
     function_log: Path | None = None
+    #: SQS batches ingested at once per watched queue (Lambda starts an SQS mapping with five; FIFO: one).
+    sqs_concurrency: int = 4
+    #: The listener event types published on the local bus (as an environment subscribes; none by default).
+    listener_events: tuple[str, ...] = ()
+    #: How long start() waits for every poller to be consuming before it gives up.
+    ready_timeout: float = 120.0
 
     def __post_init__(self) -> None:
         if self.launcher not in ("spark", "emr-api"):
@@ -123,6 +136,8 @@ class RuntimeOptions:
             raise ValueError("max_concurrent_runs must be at least 1")
         if self.warm_workers < 0:
             raise ValueError("warm_workers must be 0 or more")
+        if self.sqs_concurrency < 1:
+            raise ValueError("sqs_concurrency must be at least 1")
 
 
 class LocalRuntime:
@@ -158,7 +173,7 @@ class LocalRuntime:
         self._function_log: IO[str] | None = None
         self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._stopped = threading.Event()
-        self._locks: dict[Callable[..., Any], threading.Lock] = {}
+        self._locks: dict[tuple[Callable[..., Any], str], threading.BoundedSemaphore] = {}
         self._started = False
         self.startup_seconds: float | None = None
 
@@ -226,13 +241,17 @@ class LocalRuntime:
         self.launcher = self._build_launcher(self.catalog, self.resources, self.dynamodb.endpoint)
         self.deps = deps = self._dependencies(launcher=self.launcher)
         self._warm(deps)
-        run_state = self._invoker(handlers["run-state"], "run-state", deps, self._job_state)
+        run_state = self._invoker(
+            handlers["run-state"], "run-state", deps, self._job_state, writes_events=True
+        )
         self.functions[f"{LOCAL_FUNCTION_PREFIX}run-state"] = run_state
         # EventBridge invokes the run-state function asynchronously: Lambda's retries, then its on-failure queue.
         self.launcher.report = self._asynchronously(run_state, "run-state")
         self._start_pollers(handlers, self.resources, deps)
         self.api = LocalApiServer(
-            handler=self._invoker(handlers["api"], "api", deps), token=self.token, port=options.api_port or 0
+            handler=self._invoker(handlers["api"], "api", deps, writes_events=True),
+            token=self.token,
+            port=options.api_port or 0,
         )
         self.api.start()
         if options.schedules:
@@ -256,7 +275,22 @@ class LocalRuntime:
             self.sweeper.start()
         self.invoke_server = LocalInvokeServer(self.functions, token=self.token)
         self.invoke_server.start()
+        self._wait_until_consuming()
         self.write_dev_config()
+
+    def _wait_until_consuming(self) -> None:
+        """Block until every poller consumes its source: dev.json then means that what is sent is read now.
+
+        Raises:
+            LocalRuntimeError: a poller is not consuming after ``ready_timeout`` (its last error named).
+        """
+        deadline = time.monotonic() + self.options.ready_timeout
+        for poller in self.pollers:
+            if not poller.wait_ready(max(0.0, deadline - time.monotonic())):
+                raise LocalRuntimeError(
+                    f"poller {poller.name} is not consuming after {self.options.ready_timeout:g} s"
+                    + (f" (last error: {poller.stats.last_error})" if poller.stats.last_error else "")
+                )
 
     def stop(self) -> None:
         """Stop everything this runtime started, newest first, and remove dev.json; idempotent."""
@@ -284,6 +318,8 @@ class LocalRuntime:
             except Exception:
                 logger.exception("stopping failed", extra={"part": name})
         if self._function_log is not None:
+            if _observe.stream is self._function_log:
+                _observe.stream = None
             # Give the handlers their streams back before closing the file: a later runtime in this process
             # (tests, benchmarks) would otherwise find them writing to a closed file.
             for handler, stream in self._redirected:
@@ -398,6 +434,7 @@ class LocalRuntime:
             path_map=dict(r.path_map),
             watcher_name=watcher,
             run_token_key=r.run_token_key or None,
+            listener_events=frozenset(self.options.listener_events),
         )
 
     def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Dependencies:
@@ -423,6 +460,13 @@ class LocalRuntime:
             "extras",
             "reconciler",
         ):
+            getattr(deps, part, None)
+
+    @staticmethod
+    def _warm_ingest(deps: Dependencies) -> None:
+        # A bad schema fails here, at start, rather than per batch; and the first message finds the function's
+        # translator, store and clients built (ready means ready: no first message pays for them).
+        for part in ("messages", "store", "extras", "ingest"):
             getattr(deps, part, None)
 
     def _build_launcher(self, catalog: Catalog, r: LocalResources, dynamodb_endpoint: str) -> Any:
@@ -466,19 +510,31 @@ class LocalRuntime:
         function: str,
         deps: Dependencies,
         after: Callable[[dict[str, Any], Any], None] | None = None,
+        *,
+        concurrency: int = 1,
+        writes_events: bool = False,
     ) -> Callable[..., Any]:
-        # One invocation of a function at a time, as in one Lambda execution environment: a handler
-        # module's globals (batch processor, resolver, logger keys, metrics) serve one event at a time.
-        lock = self._locks.setdefault(handler, threading.Lock())
+        # ``concurrency`` invocations of a function at once, as Lambda runs that many execution environments
+        # (one per stream shard, several per SQS mapping). They share the handler module's globals here: its
+        # logger keys and metrics may mix between concurrent invocations, nothing else does.
+        gate = self._locks.setdefault((handler, function), threading.BoundedSemaphore(concurrency))
 
         def invoke(event: dict[str, Any], context: Any = None) -> Any:
-            with lock:
+            with gate:
                 response = handler(event, context or lambda_context(f"assetflow-local-{function}"), deps=deps)
+            if writes_events:
+                self._events_written()
             if after is not None:
                 after(event, response)
             return response
 
         return invoke
+
+    def _events_written(self) -> None:
+        """A function wrote asset events: the stream poller reads at once rather than at its next idle poll."""
+        for poller in self.pollers:
+            if isinstance(poller, StreamPoller):
+                poller.wake()
 
     def _job_state(self, event: dict[str, Any], response: Any) -> None:
         detail = event.get("detail") or {}
@@ -516,8 +572,14 @@ class LocalRuntime:
         sqs = self.client("sqs")
         for watcher, queue in r.queues.items():
             deps = self._dependencies(watcher=watcher)
-            deps.messages  # noqa: B018 - a bad schema fails here, at start, rather than per batch
-            ingest = self._invoker(handlers["sqs-ingest"], f"ingest-{watcher}", deps)
+            self._warm_ingest(deps)
+            ingest = self._invoker(
+                handlers["sqs-ingest"],
+                f"ingest-{watcher}",
+                deps,
+                concurrency=self.options.sqs_concurrency,
+                writes_events=True,
+            )
             self.functions[f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}"] = ingest
             self.pollers.append(
                 SqsPoller(
@@ -528,12 +590,13 @@ class LocalRuntime:
                     handler=ingest,
                     function_name=f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}",
                     batch_size=queue.batch_size,
+                    concurrency=self.options.sqs_concurrency,
                 )
             )
         for watcher, topic in r.topics.items():
             deps = self._dependencies(watcher=watcher)
-            deps.messages  # noqa: B018
-            ingest = self._invoker(handlers["kafka-ingest"], f"ingest-{watcher}", deps)
+            self._warm_ingest(deps)
+            ingest = self._invoker(handlers["kafka-ingest"], f"ingest-{watcher}", deps, writes_events=True)
             self.functions[f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}"] = ingest
             self.pollers.append(
                 KafkaPoller(
@@ -552,7 +615,9 @@ class LocalRuntime:
                     starting_position="TRIM_HORIZON",
                 )
             )
-        evaluator = self._invoker(handlers["evaluator"], "evaluator", evaluator_deps)
+        evaluator = self._invoker(
+            handlers["evaluator"], "evaluator", evaluator_deps, concurrency=MAX_CONCURRENT_SHARDS
+        )
         self.functions[f"{LOCAL_FUNCTION_PREFIX}evaluator"] = evaluator
         self.pollers.append(
             StreamPoller(
@@ -562,6 +627,7 @@ class LocalRuntime:
                 handler=evaluator,
                 function_name=f"{LOCAL_FUNCTION_PREFIX}evaluator",
                 on_failure=self._failure_sink("evaluator"),
+                accept=new_asset_event,
             )
         )
         for poller in self.pollers:
@@ -574,6 +640,8 @@ class LocalRuntime:
             return
         self.options.function_log.parent.mkdir(parents=True, exist_ok=True)
         self._function_log = self.options.function_log.open("a", encoding="utf-8")
+        # The functions' metrics (EMF) too, as CloudWatch Logs would hold them.
+        _observe.stream = self._function_log
         for module in FUNCTION_MODULES.values():
             powertools_logger = getattr(module, "logger", None)
             registered = getattr(powertools_logger, "registered_handler", None)
@@ -582,6 +650,18 @@ class LocalRuntime:
                 registered is not done for done, _ in self._redirected
             ):
                 self._redirected.append((registered, registered.setStream(self._function_log)))
+
+
+def new_asset_event(record: Mapping[str, Any]) -> bool:
+    """The evaluator's stream filter (``assetflow.cdk.evaluator.new_asset_events_filter``): asset event INSERTs.
+
+    As the deployed mapping does, the local one sends only these to the evaluator; the rest of the stream (its
+    own queue entries and runs, dedupe records, summaries) is discarded before batching.
+    """
+    if record.get("eventName") != "INSERT":
+        return False
+    keys = (record.get("dynamodb") or {}).get("Keys") or {}
+    return str((keys.get("sk") or {}).get("S", "")).startswith("EVENT#")
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from assetflow.core.events import format_timestamp
@@ -15,6 +15,10 @@ logger = logging.getLogger(__name__)
 
 #: The tick handler: ``{"pipeline": ID, "scheduled_time": ISO-8601}`` as the stack's schedules send it.
 TickHandler = Callable[[dict[str, Any]], Any]
+
+
+#: How far ahead the ticker looks for the next tick (it sleeps at most this long).
+_LOOKAHEAD_SECONDS = 60.0
 
 
 class ScheduleTicker:
@@ -74,5 +78,19 @@ class ScheduleTicker:
         return handled
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._stop.wait(self._until_next()):
             self.tick_once()
+
+    def _until_next(self) -> float:
+        """Seconds until the next tick is due, at least ``interval`` and at most a minute.
+
+        An idle runtime wakes when a schedule fires, not every second.
+        """
+        now = self._clock()
+        horizon = now + timedelta(seconds=_LOOKAHEAD_SECONDS)
+        upcoming = [
+            next(iter(schedule.ticks_between(self._after.get(pipeline, now), horizon)), horizon)
+            for pipeline, schedule in self._schedules.items()
+        ]
+        wait = (min(upcoming, default=horizon) - now).total_seconds()
+        return max(self._interval, min(wait, _LOOKAHEAD_SECONDS))

@@ -224,8 +224,12 @@ class RunContext:
                 raise RunContextError(
                     "the run context names no 'events_table', so inlet_events cannot be read"
                 )
+            shards = table.get("shards")
             reader = DynamoDbEventReader(
-                table["name"], region=table.get("region"), endpoint=table.get("endpoint_url")
+                table["name"],
+                region=table.get("region"),
+                endpoint=table.get("endpoint_url"),
+                shards=shards if isinstance(shards, Mapping) else None,
             )
         return ResolvingEventReader(reader, self._extras)
 
@@ -276,7 +280,7 @@ def load_context(
     event_reader: EventReader | None = None,
     s3_client: Any = None,
 ) -> RunContext:
-    """Read and parse the run context at ``context_uri`` (``s3://``, ``file://`` or a path).
+    """Read and parse the run context at ``context_uri`` (``s3://``, ``file://``, a path, or inline ``data:``).
 
     Raises:
         RunContextError: when it cannot be read or is not a version-1 run context.
@@ -347,6 +351,17 @@ class Run:
             )
             return
         document = context.outlet_metadata()
+        plain = all(
+            not event.get("extra") and not event.get("alias") and not event.get("aliases")
+            for event in document.get("events") or []
+        )
+        others = any(v for k, v in document.items() if k not in ("format", "version", "run_id", "events"))
+        if plain and not others:
+            # Nothing to say beyond "succeeded" (every declared outlet without an extra): no object, which saves
+            # an S3 PUT per run; the run-state function emits the declared outlets without extras, as for a job
+            # that wrote none.
+            logger.info("no outlet metadata to write pipeline=%s run_id=%s", context.pipeline, context.run_id)
+            return
         write_text(
             context.outlet_metadata_uri,
             json.dumps(document, indent=2, sort_keys=True),

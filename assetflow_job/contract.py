@@ -29,6 +29,12 @@ OUTLET_METADATA_FILE = "outlets.json"
 REF_KEY = "extra_ref"
 #: The ``--py-files`` archive under the runs bucket's code prefix: the helper and the project's job modules.
 PY_FILES_ARCHIVE = "assetflow_jobs.zip"
+#: A run context small enough travels in the job's arguments as ``data:<INLINE_CONTEXT_MEDIA_TYPE>,<base64>``
+#: instead of an S3 object (one S3 PUT and one GET less per run).
+INLINE_CONTEXT_PREFIX = "data:application/json;base64,"
+#: The longest inline context argument: older EMR Serverless API references cap an argument at 10,280
+#: characters; larger contexts go through S3.
+INLINE_CONTEXT_MAX_CHARS = 10_000
 
 
 def format_timestamp(moment: datetime) -> str:

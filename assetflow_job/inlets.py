@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Callable, Protocol, overload
 
 from assetflow_job.errors import UndeclaredInletError
@@ -23,8 +24,18 @@ class EventReader(Protocol):
         ...
 
 
+def event_partition(uri: str, shard: int) -> str:
+    """The partition of one shard of an asset's events (``assetflow.adapters.dynamodb.table.event_pk``)."""
+    return f"ASSET#{uri}" if shard == 0 else f"EVENTS#{shard}#{uri}"
+
+
 class DynamoDbEventReader:
-    """Reads an asset's events from the single table: ``pk = ASSET#<uri>``, ``sk`` beginning ``EVENT#``."""
+    """Reads an asset's events from the single table: ``pk = ASSET#<uri>``, ``sk`` beginning ``EVENT#``.
+
+    An asset whose events are spread over several partitions (``shards``: ``{uri: n}``, as the deployment
+    writes them) is read from each, merged in sort-key order: every shard sorts by ``EVENT#<time>#<id>``, so
+    the last sort key handed out is the whole position.
+    """
 
     def __init__(
         self,
@@ -34,6 +45,7 @@ class DynamoDbEventReader:
         endpoint: str | None = None,
         page_size: int = 100,
         client: Any = None,
+        shards: Mapping[str, int] | None = None,
     ) -> None:
         if not table_name:
             raise ValueError("the events table needs a name")
@@ -44,13 +56,21 @@ class DynamoDbEventReader:
         self._endpoint = endpoint
         self._page_size = page_size
         self._client = client
+        self._shards = {uri: int(n) for uri, n in (shards or {}).items() if int(n) > 1}
 
-    def read_page(self, uri: str, cursor: Any) -> tuple[list[AssetEvent], Any]:
-        """Query one page of the asset's events in sort-key order, which is (timestamp, id) order."""
+    def _query(self, request: dict[str, Any]) -> dict[str, Any]:
         if self._client is None:
             self._client = boto3_client(
                 "dynamodb", region=self._region, endpoint=endpoint_url("DYNAMODB", self._endpoint)
             )
+        response: dict[str, Any] = self._client.query(**request)
+        return response
+
+    def read_page(self, uri: str, cursor: Any) -> tuple[list[AssetEvent], Any]:
+        """Query one page of the asset's events in sort-key order, which is (timestamp, id) order."""
+        shards = self._shards.get(uri, 1)
+        if shards > 1:
+            return self._read_sharded(uri, shards, cursor)
         request: dict[str, Any] = {
             "TableName": self._table_name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
@@ -62,7 +82,7 @@ class DynamoDbEventReader:
         }
         if cursor is not None:
             request["ExclusiveStartKey"] = cursor
-        response = self._client.query(**request)
+        response = self._query(request)
         events = [
             AssetEvent.from_dict(json.loads(item["event"]["S"]), asset=uri)
             for item in response.get("Items", [])
@@ -71,6 +91,34 @@ class DynamoDbEventReader:
             "events page read uri=%s count=%d more=%s", uri, len(events), "LastEvaluatedKey" in response
         )
         return events, response.get("LastEvaluatedKey")
+
+    def _read_sharded(self, uri: str, shards: int, cursor: Any) -> tuple[list[AssetEvent], Any]:
+        """A page of a sharded asset's events: each shard read after the cursor's sort key, merged."""
+        after = cursor if isinstance(cursor, str) else None
+        per_shard: list[list[dict[str, Any]]] = []
+        for shard in range(shards):
+            response = self._query(
+                {
+                    "TableName": self._table_name,
+                    "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+                    "ExpressionAttributeValues": {
+                        ":pk": {"S": event_partition(uri, shard)},
+                        ":low": {"S": after or "EVENT#"},
+                        ":high": {"S": "EVENT$"},
+                    },
+                    "ExpressionAttributeNames": {"#event": "event"},
+                    "ProjectionExpression": "sk, #event",
+                    "ScanIndexForward": True,
+                    "Limit": self._page_size + 1,
+                }
+            )
+            per_shard.append([i for i in response.get("Items", []) if i["sk"]["S"] != after])
+        merged = list(heapq.merge(*per_shard, key=lambda item: str(item["sk"]["S"])))
+        page = merged[: self._page_size]
+        events = [AssetEvent.from_dict(json.loads(item["event"]["S"]), asset=uri) for item in page]
+        more = len(merged) > self._page_size
+        logger.debug("events page read uri=%s shards=%d count=%d more=%s", uri, shards, len(events), more)
+        return events, (str(page[-1]["sk"]["S"]) if more and page else None)
 
 
 class LazyAssetEvents(Sequence[AssetEvent]):

@@ -1,12 +1,19 @@
-"""Reading and writing small text objects at an ``s3://`` URI, a ``file://`` URI or a local path."""
+"""Reading and writing small text objects at an ``s3://`` URI, a ``file://`` URI or a local path.
+
+A small document can also be read from the URI itself (``data:application/json;base64,...``).
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import os
 import tempfile
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from assetflow_job.contract import INLINE_CONTEXT_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +83,12 @@ def read_bytes(uri: str, *, s3_client: Any = None) -> bytes:
         FileNotFoundError: for a missing local file; botocore's ClientError for a missing S3 object.
 
     """
+    if uri.startswith(INLINE_CONTEXT_PREFIX):
+        # A document small enough to travel in the job's arguments (base64: no quoting to go wrong).
+        try:
+            return base64.b64decode(uri[len(INLINE_CONTEXT_PREFIX) :], validate=True)
+        except (ValueError, binascii.Error) as exc:
+            raise ValueError(f"a data: URI that is not base64: {exc}") from exc
     if is_s3_uri(uri):
         bucket, key = split_s3_uri(uri)
         client = s3_client or boto3_client("s3", endpoint=endpoint_url("S3"))

@@ -10,12 +10,18 @@ on the client's ``meta.events``, so the code under measurement runs unchanged:
 - ``after-call``: one call per operation, whether it failed, the capacity DynamoDB reports, the payload of
   SQS messages received (SQS bills each 64 KB chunk of a request's or response's payload as a request).
 
-DynamoDB does not report capacity for a write whose condition failed (or a cancelled transaction), yet AWS
-bills those writes. They are estimated instead, at the minimum of one write unit per item (two in a
-transaction), and kept apart as ``estimated_write_units``. Likewise DynamoDB Local reports no units for a
-read that finds nothing, where AWS bills its minimum (one unit per request or key, half for an eventually
-consistent read): the difference is ``estimated_read_units``. Lambda invocations are not AWS calls here (the
-runtime, or a benchmark, calls the handlers directly): record them with ``record_invocation``.
+DynamoDB Local reports a ``TransactWriteItems`` as if it held one item (2 units for 1 or 5 small items alike),
+where AWS bills two write units per KB of every item (prepare and commit) and the index entries the items
+write: transactions are priced from their request instead (``transaction_write_units``: each item's size,
+rounded up to the KB, twice, plus a unit per index entry an item's keys put or remove: a transaction's changes
+reach the global secondary indexes after it completes, as ordinary index writes), and what DynamoDB
+Local reported is kept apart as ``reported_write_units``. DynamoDB does not report capacity for a write whose
+condition failed (or a cancelled transaction), yet AWS bills those writes. They are estimated instead, at the
+minimum of one write unit per item (two in a transaction), and kept apart as ``estimated_write_units``.
+Likewise DynamoDB Local reports no units for a read that finds nothing, where AWS bills its minimum (one unit
+per request or key, half for an eventually consistent read): the difference is ``estimated_read_units``.
+Lambda invocations are not AWS calls here (the runtime, or a benchmark, calls the handlers directly): record
+them with ``record_invocation``.
 
 ``counts()`` gives the totals in the shape ``benchmarks.cost.cost_per_million`` prices. The burst benchmark
 (issue 6, item 2) uses the same counter: attach it to the clients of the runtime's dependencies and read
@@ -81,6 +87,8 @@ class OperationTally:
     #: Reads reported below AWS's minimum (DynamoDB Local reports 0 for a miss; AWS bills one unit per
     #: request or key, half for an eventually consistent read).
     estimated_read_units: float = 0.0
+    #: What DynamoDB Local reported for transactions (priced from their requests instead).
+    reported_write_units: float = 0.0
 
 
 @dataclass
@@ -115,6 +123,63 @@ def _size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode())
     return len(json.dumps(value, default=str).encode())
+
+
+#: The index key attributes of assetflow's table (``<index>pk`` / ``<index>sk``): an item written with them, or
+#: an update that sets or removes them, writes an index entry.
+_INDEX_KEYS = frozenset(f"gsi{n}{part}" for n in (1, 2, 3) for part in ("pk", "sk"))
+
+
+def _attribute_bytes(value: Any) -> int:
+    """The size DynamoDB counts for a typed attribute value (close enough: strings and numbers dominate)."""
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return _size(value)
+    ((kind, inner),) = value.items()
+    if kind in ("S", "B"):
+        return _size(inner)
+    if kind == "N":
+        return len(str(inner)) // 2 + 2
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + _attribute_bytes(v) for v in inner)
+    if kind == "M":
+        return 3 + sum(len(k) + 1 + _attribute_bytes(v) for k, v in inner.items())
+    return _size(inner)
+
+
+def _item_bytes(item: Mapping[str, Any]) -> int:
+    return sum(len(name) + _attribute_bytes(value) for name, value in item.items())
+
+
+def transaction_write_units(items: Any) -> float:
+    """The write units AWS bills for a TransactWriteItems request, from the request itself.
+
+    Two units per KB of each item (rounded up per item), and one per index entry it writes (a put of an item
+    with index keys, an update that sets or removes them): DynamoDB propagates a completed transaction's
+    changes to the global secondary indexes afterwards, as ordinary writes of the (keys-only) index entries.
+    An update's item size is taken as its key plus the values it sets, at least a KB's worth: AWS bills the
+    larger of the item before and after, which the request does not say (assetflow keeps its updated items
+    small).
+    """
+    units = 0.0
+    for entry in items or []:
+        (action, body), *_ = entry.items()
+        if action == "Put":
+            item = body.get("Item") or {}
+            units += 2 * max(1, math.ceil(_item_bytes(item) / 1024))
+            units += len(_INDEX_KEYS & set(item)) // 2
+        elif action == "Update":
+            size = _item_bytes(body.get("Key") or {}) + sum(
+                _attribute_bytes(v) for v in (body.get("ExpressionAttributeValues") or {}).values()
+            )
+            units += 2 * max(1, math.ceil(size / 1024))
+            expression = str(body.get("UpdateExpression") or "")
+            touched = {k for k in _INDEX_KEYS if k in expression}
+            units += len(touched) // 2
+        elif action in ("Delete", "ConditionCheck"):
+            units += 2
+    return units
 
 
 def _sqs_payload(fields: Mapping[str, Any]) -> int:
@@ -165,6 +230,9 @@ class RequestCounter:
                 params.setdefault("ReturnConsumedCapacity", "INDEXES")
             if model.name == "TransactWriteItems":
                 context["count_items"] = len(params.get("TransactItems") or [])
+                context["count_transaction_units"] = transaction_write_units(
+                    params.get("TransactItems") or []
+                )
             elif model.name == "BatchWriteItem":
                 context["count_items"] = sum(len(v) for v in (params.get("RequestItems") or {}).values())
             elif model.name == "BatchGetItem":
@@ -211,6 +279,9 @@ class RequestCounter:
                     write += _units(capacity, "CapacityUnits")
                 else:
                     read += _units(capacity, "CapacityUnits")
+            if operation == "TransactWriteItems" and not failed:
+                tally.reported_write_units += write
+                write = float(context.get("count_transaction_units", write))
             tally.read_units += read
             tally.write_units += write
             minimum = float(context.get("count_min_read_units", 0.0))

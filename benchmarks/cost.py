@@ -176,6 +176,13 @@ PRICES: Mapping[str, Price] = {
         _CLOUDWATCH,
         note="quoted on c3x.dev/resources/aws/aws_cloudwatch_metric_alarm; 10 a month free",
     ),
+    "cloudwatch_dashboard_month": Price(
+        3.00,
+        1,
+        "dashboard-months",
+        _CLOUDWATCH,
+        note="3 dashboards of up to 50 metrics a month free per account; quoted on factualminds.com",
+    ),
     "kms_key_month": Price(
         1.00,
         1,
@@ -496,6 +503,16 @@ def idle_cost_per_day(template: Mapping[str, Any], *, prices: Mapping[str, Price
                     0.0,
                     "GetRecords by Lambda triggers is free",
                 )
+        elif resource_type == "AWS::CloudWatch::Dashboard":
+            dashboard = prices["cloudwatch_dashboard_month"]
+            line(
+                "CloudWatch dashboards",
+                resource_type,
+                count,
+                "fixed",
+                dashboard.of(count) / DAYS_PER_MONTH,
+                f"${dashboard.usd}/dashboard-month (the first 3 of an account are free)",
+            )
         elif resource_type == "AWS::Scheduler::Schedule":
             fires = sum(_schedule_runs_per_day(str(p.get("ScheduleExpression", ""))) for p in props)
             line(
@@ -576,11 +593,15 @@ MEMORY_MB = {
     "assetflow.functions.handle_job_state": 512,
 }
 #: The evaluator's stream batch size (assetflow/cdk/config.py ``stream_batch_size``) and SQS's largest receive.
-STREAM_BATCH = 25
+STREAM_BATCH = 100
 SQS_BATCH = 10
-#: The states EventBridge reports for every EMR Serverless job run that succeeds; the stack's rule matches
-#: them all, so each one invokes the run-state function.
-JOB_STATES = ("SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "SUCCESS")
+#: The states EventBridge reports for an EMR Serverless job run that succeeds (SUBMITTED, PENDING, SCHEDULED,
+#: RUNNING, SUCCESS) that the stack's rule delivers to the run-state function: those that move a run
+#: (``assetflow.cdk.runs.RUN_MOVING_STATES``).
+JOB_STATES = ("RUNNING", "SUCCESS")
+#: The listener events the stack's example environments subscribe to (``EnvironmentConfig.listener_events``):
+#: the run-state function's alias events and the evaluator's asset-created ones; none per event.
+LISTENER_EVENTS = frozenset({"AssetCreated", "AssetAliasCreated"})
 ROLE = "arn:aws:iam::123456789012:role/assetflow-bench-job"
 
 
@@ -696,6 +717,7 @@ class Workload:
                 table_name=self.table,
                 catalog_path=str(catalog_path),
                 event_bus_name=bus,
+                listener_events=LISTENER_EVENTS,
                 runs_bucket=self.bucket,
                 emr_application_id=self.application_id,
                 emr_job_role_arn=ROLE,
@@ -849,15 +871,21 @@ class Workload:
                     with assetflow_job.run(arguments, s3_client=self.job_s3):
                         pass
                 self._invoke(
-                    handle_job_state, self._job_state_event(job_run_id, state), self.run_state_deps, records=1
+                    handle_job_state,
+                    self._job_state_event(job_run_id, state, name=job.get("name")),
+                    self.run_state_deps,
+                    records=1,
                 )
                 self.job_states_delivered += 1
         return len(new)
 
-    def _job_state_event(self, job_run_id: str, state: str) -> dict[str, Any]:
+    def _job_state_event(self, job_run_id: str, state: str, *, name: str | None = None) -> dict[str, Any]:
         from assetflow_dev.launcher import job_state_event
 
-        return job_state_event(application_id=self.application_id, job_run_id=job_run_id, state=state)
+        # EMR Serverless names the job (jobRunName) in its state changes; assetflow names it after its run.
+        return job_state_event(
+            application_id=self.application_id, job_run_id=job_run_id, state=state, job_run_name=name
+        )
 
     def drain(self, *, rounds: int = 10_000) -> None:
         """Pump every source until a whole pass finds nothing to do."""

@@ -88,6 +88,11 @@ SPARK_SOURCES = {"full": SOURCES, "quick": ("sqs",)}
 SPARK_WARMUP = {"full": 1, "quick": 0}
 #: A random pause of up to this long between messages, so that sends fall anywhere in the pollers' cycles.
 JITTER_SECONDS = 0.1
+#: Right after ready (issue 13, item 3): a record every ``PACED_SECONDS`` from the moment a fresh runtime is
+#: ready, ``PACED_MESSAGES`` per source, none left out: a poller that is not consuming yet, or a fetch cadence,
+#: shows in the first records and in the spread.
+PACED_SECONDS = 0.25
+PACED_MESSAGES = {"full": 40, "quick": 8}
 #: How long one message may take to become a successful run: emr-api, then Spark (a whole spark-submit).
 TIMEOUT = {"emr-api": 30.0, "spark": 300.0}
 
@@ -363,6 +368,7 @@ def function_logs(path: Path) -> Iterator[None]:
     Done here rather than by the runtime: ``LocalRuntime.stop()`` closes its log file while the handlers'
     loggers still write to it, so a second runtime in the same process fails at start.
     """
+    from assetflow.functions import _observe
     from assetflow_dev.runtime import FUNCTION_MODULES
 
     handlers = []
@@ -373,9 +379,11 @@ def function_logs(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as log:
         previous = [handler.setStream(log) for handler in handlers]
+        metrics_before, _observe.stream = _observe.stream, log  # their metrics (EMF) too
         try:
             yield
         finally:
+            _observe.stream = metrics_before
             for handler, stream in zip(handlers, previous, strict=True):
                 handler.setStream(stream)
 
@@ -494,6 +502,52 @@ def run_series(
     finally:
         sender.close()
     return samples
+
+
+def paced_after_ready(started: Any, source: str, messages: int, *, token: str) -> dict[str, Any]:
+    """From the moment ``started`` is ready, a record every ``PACED_SECONDS``; each one's run created after it.
+
+    The sender keeps its pace whatever the runtime does (a thread); afterwards every run of the source's
+    pipeline is read with its triggering event, whose payload says which record it was.
+
+    Raises:
+        BenchmarkCheckError: a record made no run, or more than one.
+    """
+    sender = KafkaSender(started) if source == "kafka" else SqsSender(started)
+    sent: dict[int, float] = {}
+    try:
+        began = time.monotonic()
+        for seq in range(messages):
+            time.sleep(max(0.0, began + seq * PACED_SECONDS - time.monotonic()))
+            sent[seq] = time.time()
+            sender.send(json.dumps({"bench": token, "seq": seq}))
+    finally:
+        sender.close()
+    probe = Probe(started)
+    deadline = time.monotonic() + TIMEOUT["emr-api"]
+    created: dict[int, float] = {}
+    while len(created) < messages:
+        check(time.monotonic() < deadline, f"{source}: {len(created)} of {messages} paced records made a run")
+        time.sleep(0.2)
+        for item in probe.store.list_runs(PIPELINE[source], limit=1000).items:
+            run = probe.run(item["run_id"])
+            for event in run["triggering_asset_events"].get(ASSET[source], []):
+                payload = event.get("extra", {}).get("payload") or {}
+                if payload.get("bench") == token:
+                    check(
+                        payload["seq"] not in created or created[payload["seq"]] == _epoch(run["created_at"]),
+                        f"{source}: record {payload['seq']} made two runs",
+                    )
+                    created[payload["seq"]] = _epoch(run["created_at"])
+    latencies = [created[seq] - sent[seq] for seq in range(messages)]
+    found = percentiles([x * 1000 for x in latencies])
+    head = latencies[: min(15, messages)]
+    return {
+        "run_created_ms": found,
+        "first_15_max_ms": max(head) * 1000,
+        "max_ms": max(latencies) * 1000,
+        "latencies_ms": [round(x * 1000, 1) for x in latencies],
+    }
 
 
 # ---- figures -----------------------------------------------------------------------------------------------
@@ -740,6 +794,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 variants[variant] = what_if_series(
                     started, variant, what_if_messages, seen=seen, tracer=tracer
                 )
+        paced: dict[str, Any] = {}
+        for source in SOURCES:
+            # A fresh runtime per source: the records start the moment it says it is ready.
+            with runtime("emr-api", Path(tmp) / f"paced-{source}") as started:
+                paced[source] = paced_after_ready(
+                    started, source, PACED_MESSAGES[mode], token=f"paced-{uuid.uuid4().hex[:8]}"
+                )
+            found = paced[source]
+            print(
+                f"paced after ready, {source}: a record every {PACED_SECONDS * 1000:.0f} ms from ready: run created "
+                f"p50 {found['run_created_ms']['p50']:.0f} ms, p99 {found['run_created_ms']['p99']:.0f} ms, "
+                f"first 15 at most {found['first_15_max_ms']:.0f} ms"
+            )
         for mode_name in SPARK_MODES[mode] if spark_messages else ():
             if mode_name == "warm" and not warm_spark_supported():
                 continue
@@ -800,6 +867,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(c) warm: the launcher's pool of one warm driver, ready before each message; "
         + ("measured" if "warm" in spark_figures else "not measured: the launcher has no warm drivers"),
         f"load average (1 min) before: {load_before:.2f}; the machine is shared with other work.",
+        f"paced after ready: a fresh runtime per source, a record every {PACED_SECONDS * 1000:g} ms from the moment "
+        "it reported ready (as `dev up` writes dev.json), none left out.",
     ]
     write_result(
         NAME,
@@ -809,6 +878,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "what_if": {"variants": dict(WHAT_IF), "figures": variants},
             "settings": settings,
             "startup_seconds": startup,
+            "paced_after_ready": paced,
         },
         results_dir=args.results_dir,
         quick=args.quick,

@@ -25,6 +25,14 @@ ceiling an event meets on its way, as events/s, and the smallest is what the env
   concurrent Lambda executions, and for EMR Serverless ``StartJobRun`` at 1 a second (burst 25) and 16
   concurrent vCPUs per account by default.
 
+The figures above are the branch point's ("today"). ``BRANCH``, ``BRANCH_SHAPES`` and ``BRANCH_COSTS`` model this
+branch (issue 13): stream batches of 100 evaluated per queue, the asset summary counted once per ingest batch,
+keys-only indexes (a run's entries written once, not on each state change), listener events off by default, the
+run-state rule filtered, and the units the branch's cost benchmark counted. ``asset_shards_needed(rate)`` is the
+number of event write shards one asset needs (``EnvironmentConfig.event_shards``): more than one past ~450
+events/s; the unsharded summary item caps an asset at 5,000 events/s with ingest batches of 10 (50,000 with
+batches of 100).
+
 ``plan(target)`` then turns the knobs (write shards, batch-aware evaluation, ``#META`` updated once per batch,
 sub-queues, stream shards and parallelization factor, quota increases) until every bound clears the target,
 and says what could not be reached.
@@ -219,9 +227,79 @@ class Deployment:
     batch_evaluation: bool = False
     #: Update the asset summary once per batch (``ADD event_count :n``) instead of once per event.
     meta_per_batch: bool = False
+    #: The events one such update covers (0: the stream batch; this branch counts in the ingest batch).
+    meta_batch: int = 0
     #: The EMR job (assumed): vCPUs it holds and seconds it runs.
     job_vcpus: float = 8.0
     job_seconds: float = 60.0
+
+
+# ---- this branch (issue 13: batched evaluation and ingest) ------------------------------------------------
+
+#: The deployment as this branch ships it: stream batches of 100, each evaluated per queue (one transaction
+#: per group, up to 100 actions), the asset summary counted once per ingest batch (10 SQS messages).
+BRANCH = Deployment(batch_size=100, batch_evaluation=True, meta_per_batch=True, meta_batch=10)
+#: What the branch's store writes per event on each hot key (``assetflow/adapters/dynamodb``), items under
+#: 1 KB, transactional writes two units: the event item in the ingest transaction (2) and the summary count
+#: (2, once per ingest batch); the ``SEEN`` marker (2; ``batch=False`` keeps no entry); no active-run counter
+#: without ``max_active_runs``; the indexes project keys only, so an entry is written when its keys are (a
+#: summary's once, a run's once when created: one unit), never on a state change.
+BRANCH_SINGLE_KEYS = KeyLoad(
+    asset_write=4.0,
+    meta_write=2.0,
+    asset_read=0.01,
+    queue_write=2.0,
+    queue_read=1.0,
+    head_read=2.0,
+    active_write_per_run=0.0,
+    assets_index_write=0.0,
+    runs_index_write_per_run=1.0,
+    pipeline_runs_index_write_per_run=1.0,
+)
+BRANCH_SINGLE = replace(
+    SINGLE,
+    keys=BRANCH_SINGLE_KEYS,
+    evaluator_eventbridge_calls=0.0,  # listener events only for the types an environment subscribes to
+    run_state_invocations=2.0,  # the rule delivers the states that move a run: RUNNING, SUCCESS
+)
+BRANCH_AND = replace(
+    AND,
+    keys=replace(BRANCH_SINGLE_KEYS, queue_write=4.0, queue_read=1.25),
+    evaluator_eventbridge_calls=0.0,
+    run_state_invocations=2.0,
+)
+BRANCH_SHAPES: dict[str, Shape] = {BRANCH_SINGLE.name: BRANCH_SINGLE, BRANCH_AND.name: BRANCH_AND}
+#: Per event and per run (with its outlet event), solved from this branch's cost benchmark
+#: (``results/cost.json``: ``single`` 1 event + 1 run per message, ``and`` 1 event + 0.09 runs).
+BRANCH_COSTS = UnitCosts(
+    event_write_units=8.32,
+    event_read_units=1.21,
+    event_requests=0.31,
+    run_write_units=17.10,
+    run_read_units=0.01,
+    run_requests=4.12,
+)
+
+
+def asset_shards_needed(
+    events_per_second: float,
+    shape: Shape = BRANCH_SINGLE,
+    deployment: Deployment = BRANCH,
+    limits: AwsLimits | None = None,
+) -> int | None:
+    """The write shards one asset's events need at ``events_per_second`` (1: none), or None if no number does.
+
+    The busiest key holds its share of the events' items and the summary item's counts, which sharding the
+    events does not spread: its ceiling is ``1,000 / summary units per event`` however many shards.
+    """
+    limits = limits or AwsLimits()
+    keys = shape.keys
+    per = deployment.meta_batch or deployment.batch_size
+    meta = keys.meta_write / per if deployment.meta_per_batch else keys.meta_write
+    room = limits.partition_write_units / events_per_second - meta
+    if room <= 0:
+        return None
+    return max(1, math.ceil((keys.asset_write - keys.meta_write) / room))
 
 
 @dataclass(frozen=True)
@@ -292,7 +370,8 @@ def hot_key_bound(write_units_per_event: float, shards: int, limits: AwsLimits) 
 
 def asset_key_write_units(keys: KeyLoad, deployment: Deployment) -> float:
     """Write units per event on the busiest key of a sharded asset: the one that also holds ``#META``."""
-    meta = keys.meta_write / deployment.batch_size if deployment.meta_per_batch else keys.meta_write
+    per = deployment.meta_batch or deployment.batch_size
+    meta = keys.meta_write / per if deployment.meta_per_batch else keys.meta_write
     return (keys.asset_write - keys.meta_write) / deployment.asset_shards + meta
 
 
@@ -401,7 +480,7 @@ def bounds(
     d, k = deployment, shape.keys
     rpe = runs_per_event(shape, at_events_per_second)
     per_txn = events_per_transition(d, limits, shape)
-    meta_factor = 1.0 / d.batch_size if d.meta_per_batch else 1.0
+    meta_factor = 1.0 / (d.meta_batch or d.batch_size) if d.meta_per_batch else 1.0
     found = Result(shape.name, d, limits)
     add = found.bounds.append
 
@@ -644,6 +723,22 @@ def plan(
             f"{events_per_transition(d, limits, shape)}), one asset-summary update per batch and asset, "
             f"PutEvents 10 entries at a time; batch size {d.batch_size}"
         )
+    per_asset = target / shape.assets
+    if d.meta_batch:
+        # The summary item is not sharded: it takes one count per ingest batch, so a hot asset's ceiling is
+        # 1,000 / (summary units / ingest batch). Bigger ingest batches (the mapping's batch size, with a
+        # batching window) lift it; aim for at most 64 event shards.
+        def few_shards(n: int) -> bool:
+            found = asset_shards_needed(per_asset, shape, replace(d, meta_batch=n), limits)
+            return found is not None and found <= 64
+
+        if not few_shards(d.meta_batch):
+            n = _smallest(d.meta_batch, 10_000, few_shards)
+            d = replace(d, meta_batch=n)
+            steps.append(
+                f"ingest batches of {n} messages (the SQS mapping's batch size with a batching window, or the "
+                "Kafka mapping's): the asset summary counts once per batch"
+            )
     for attribute, names, label in (
         ("asset_shards", ["asset key writes"], "write shards per asset key (ASSET#<uri>#<n>)"),
         (
@@ -821,6 +916,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  => sustains {_rate(planned['sustained_events_per_second'])} events/s, bound by "
             f"{planned['binding']}{'' if planned['reached'] else ' (target NOT reached)'}"
         )
+    # This branch (issue 13): batched evaluation and ingest, keys-only indexes, measured unit costs.
+    results["branch"], results["branch_plans"] = {}, {}
+    for shape in BRANCH_SHAPES.values():
+        found = bounds(shape, BRANCH, costs=BRANCH_COSTS)
+        results["branch"][shape.name] = found.to_json()
+        print_table(
+            f"This branch: {shape.name} sustains {_rate(found.sustained)} events/s (batch {BRANCH.batch_size})",
+            ["bound", "events/s", "scope", "how"],
+            [
+                [b.name, _rate(b.events_per_second), b.scope, b.formula]
+                for b in sorted(found.bounds, key=lambda b: b.events_per_second)[:6]
+            ],
+        )
+        planned = plan(shape, args.target, start=BRANCH, costs=BRANCH_COSTS)
+        results["branch_plans"][shape.name] = planned
+        print(f"\nFrom this branch to {args.target:,.0f} events/s ({shape.name}):")
+        for step in planned["steps"]:
+            print(f"  - {step}")
+        print(
+            f"  => sustains {_rate(planned['sustained_events_per_second'])} events/s, bound by "
+            f"{planned['binding']}{'' if planned['reached'] else ' (target NOT reached)'}"
+        )
+    rates = (250, 450, 500, 1_000, 2_000, 3_000, 4_000, 5_000, 10_000)
+    results["hot_asset_shards"] = {
+        str(r): {
+            "ingest_batch_10": asset_shards_needed(r),
+            "ingest_batch_100": asset_shards_needed(r, deployment=replace(BRANCH, meta_batch=100)),
+        }
+        for r in rates
+    }
+    print_table(
+        "Write shards one asset needs (this branch; None: the unsharded summary item caps it)",
+        ["events/s on one asset", "ingest batches of 10", "ingest batches of 100"],
+        [
+            [r, str(v["ingest_batch_10"]), str(v["ingest_batch_100"])]
+            for r, v in results["hot_asset_shards"].items()
+        ],
+    )
     if not args.quick:
         results["sweeps"] = sweeps()
         hot = results["sweeps"]["hot_asset_by_shards"]
@@ -854,6 +987,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "latencies_assumed": asdict(Latencies()),
             "unit_costs": asdict(UnitCosts()),
             "shapes": {s.name: asdict(s) for s in SHAPES.values()},
+            "branch_deployment": asdict(BRANCH),
+            "branch_unit_costs": asdict(BRANCH_COSTS),
+            "branch_shapes": {s.name: asdict(s) for s in BRANCH_SHAPES.values()},
         },
         notes=[
             "Pure arithmetic over documented AWS limits (see sources) and the units the cost benchmark counted; "

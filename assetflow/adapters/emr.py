@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +30,8 @@ from assetflow_job.contract import (
     CONTEXT_FILE,
     CONTEXT_FORMAT,
     DOCUMENT_VERSION,
+    INLINE_CONTEXT_MAX_CHARS,
+    INLINE_CONTEXT_PREFIX,
     OUTLET_METADATA_FILE,
     OUTLET_METADATA_FORMAT,
     OUTLETS_ARGUMENT,
@@ -158,10 +162,11 @@ def _is_retryable(exc: ClientError) -> bool:
 class EmrServerlessLauncher:
     """Starts a run's PySpark job on EMR Serverless (the ``Launcher`` port).
 
-    ``submit`` first writes the run context to ``s3://<runs_bucket>/runs/<pipeline>/<run_id>/context.json``
-    (the same bytes on every attempt), then calls ``StartJobRun`` with a ``clientToken`` derived from the run
-    id, so EMR answers a repeated submission with the job run it already started. moto ignores the token, so
-    a repeated ``submit`` in one process also returns the job run id it remembers.
+    ``submit`` passes the run context in the job's arguments when it is small (``inline_contexts``), else
+    first writes it to ``s3://<runs_bucket>/runs/<pipeline>/<run_id>/context.json`` (the same bytes on every
+    attempt); then it calls ``StartJobRun`` with a ``clientToken`` derived from the run id, so EMR answers a
+    repeated submission with the job run it already started. moto ignores the token, so a repeated ``submit``
+    in one process also returns the job run id it remembers.
     """
 
     def __init__(
@@ -179,6 +184,8 @@ class EmrServerlessLauncher:
         events_endpoint_url: str | None = None,
         py_files_archive: str = PY_FILES_ARCHIVE,
         run_tokens: Any | None = None,
+        inline_contexts: bool = True,
+        event_shards: Mapping[str, int] | None = None,
     ) -> None:
         self._emr = emr_client
         self._s3 = s3_client
@@ -187,12 +194,16 @@ class EmrServerlessLauncher:
         self.runs_bucket = runs_bucket
         self.code_prefix = code_prefix
         self.events_table = {"name": events_table, "region": region, "endpoint_url": events_endpoint_url}
+        #: Assets whose events are spread over several partitions: a job reading their inlet events merges them.
+        self.event_shards = {uri: n for uri, n in (event_shards or {}).items() if n > 1}
         self.path_map = dict(path_map or {})
         self.py_files_uri = _code_uri(runs_bucket, code_prefix, py_files_archive)
         #: Per-run secrets (``KmsRunTokens``): with them, a run's outlet metadata goes under its token, named in
         #: its job's arguments only.
         self.run_tokens = run_tokens
+        self.inline_contexts = inline_contexts
         self._submitted: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
 
     # ---- the port ------------------------------------------------------------------------------------
 
@@ -205,41 +216,76 @@ class EmrServerlessLauncher:
         """
         if run.pipeline != pipeline.id:
             raise ValueError(f"run {run.run_id} belongs to {run.pipeline!r}, not {pipeline.id!r}")
-        known = self._submitted.get(run.run_id)
+        with self._lock:
+            known = self._submitted.get(run.run_id)
         if known is not None:
             return known
-        uri = context_uri(self.runs_bucket, pipeline.id, run.run_id)
-        document = run_context_document(
-            run,
-            pipeline,
-            metadata_uri=outlet_metadata_uri(self.runs_bucket, pipeline.id, run.run_id),
-            events_table=self.events_table,
-            path_map=self.path_map,
-        )
-        bucket, key = split_s3_uri(uri)
-        self._call(
-            "PutObject",
-            run.run_id,
-            self._s3.put_object,
-            Bucket=bucket,
-            Key=key,
-            Body=canonical_json(document).encode(),
-            ContentType="application/json",
-        )
-        request = self._call("GenerateMac", run.run_id, lambda: self.job_request(run, pipeline))
+        uri = self.context_argument(run, pipeline)
+        if not uri.startswith(INLINE_CONTEXT_PREFIX):
+            bucket, key = split_s3_uri(uri)
+            self._call(
+                "PutObject",
+                run.run_id,
+                self._s3.put_object,
+                Bucket=bucket,
+                Key=key,
+                Body=self._document(run, pipeline),
+                ContentType="application/json",
+            )
+        request = self._call("GenerateMac", run.run_id, lambda: self.job_request(run, pipeline, context=uri))
         answer = self._call("StartJobRun", run.run_id, self._emr.start_job_run, **request)
         job_run_id = str(answer["jobRunId"])
         self._remember(run.run_id, job_run_id)
         logger.info(
             "job run started",
-            extra={"run_id": run.run_id, "pipeline": pipeline.id, "job_run_id": job_run_id, "context": uri},
+            extra={
+                "run_id": run.run_id,
+                "pipeline": pipeline.id,
+                "job_run_id": job_run_id,
+                "context": "inline" if uri.startswith(INLINE_CONTEXT_PREFIX) else uri,
+            },
         )
         return job_run_id
 
     # ---- helpers -------------------------------------------------------------------------------------
 
-    def job_request(self, run: Run, pipeline: Pipeline) -> dict[str, Any]:
-        """The ``StartJobRun`` parameters of a run (deterministic: every attempt sends the same request)."""
+    def _document(self, run: Run, pipeline: Pipeline) -> bytes:
+        document = run_context_document(
+            run,
+            pipeline,
+            metadata_uri=outlet_metadata_uri(self.runs_bucket, pipeline.id, run.run_id),
+            events_table=self._events_table_for(),
+            path_map=self.path_map,
+        )
+        return canonical_json(document).encode()
+
+    def _events_table_for(self) -> dict[str, Any]:
+        """The events table as the job reads it, with the shard counts of the sharded assets.
+
+        All of them: an inlet may be an alias, and whichever asset it resolves to, the job must know how its
+        events are spread.
+        """
+        if not self.event_shards:
+            return dict(self.events_table)
+        return {**self.events_table, "shards": dict(sorted(self.event_shards.items()))}
+
+    def context_argument(self, run: Run, pipeline: Pipeline) -> str:
+        """What ``--assetflow-context`` names: the context itself when small enough, else its S3 object.
+
+        Inline, the context costs no S3 PUT (by the launcher) and no GET (by the job); a run of many or large
+        events goes through S3, as the job argument's length is limited.
+        """
+        if self.inline_contexts:
+            inline = INLINE_CONTEXT_PREFIX + base64.b64encode(self._document(run, pipeline)).decode("ascii")
+            if len(inline) <= INLINE_CONTEXT_MAX_CHARS:
+                return inline
+        return context_uri(self.runs_bucket, pipeline.id, run.run_id)
+
+    def job_request(self, run: Run, pipeline: Pipeline, *, context: str | None = None) -> dict[str, Any]:
+        """The ``StartJobRun`` parameters of a run (deterministic: every attempt sends the same request).
+
+        ``context`` is the context argument, when the caller has it already (``context_argument``).
+        """
         job = pipeline.job
         conf = dict(job.spark_conf)
         # --py-files would replace a pipeline's own spark.submit.pyFiles: ship both.
@@ -251,7 +297,7 @@ class EmrServerlessLauncher:
                 run_outlet_metadata_uri(self.runs_bucket, pipeline.id, run.run_id, self.run_tokens),
             ]
         # The context last, as the runs' arguments always end (the local launchers rely on it).
-        arguments += [CONTEXT_ARGUMENT, context_uri(self.runs_bucket, pipeline.id, run.run_id)]
+        arguments += [CONTEXT_ARGUMENT, context or self.context_argument(run, pipeline)]
         driver: dict[str, Any] = {
             "entryPoint": _code_uri(self.runs_bucket, self.code_prefix, job.entry_point),
             "entryPointArguments": arguments,
@@ -316,9 +362,10 @@ class EmrServerlessLauncher:
         return JobRunStatus(state=str(job.get("state", "")), details=str(job.get("stateDetails") or ""))
 
     def _remember(self, run_id: str, job_run_id: str) -> None:
-        self._submitted[run_id] = job_run_id
-        while len(self._submitted) > _MEMO_SIZE:
-            self._submitted.popitem(last=False)
+        with self._lock:  # runs of a batch are submitted from several threads
+            self._submitted[run_id] = job_run_id
+            while len(self._submitted) > _MEMO_SIZE:
+                self._submitted.popitem(last=False)
 
     @staticmethod
     def _call(operation: str, run_id: str, method: Any, **kwargs: Any) -> Any:

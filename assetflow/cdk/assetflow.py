@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from aws_cdk import Annotations, Duration
@@ -22,6 +23,7 @@ from assetflow.cdk.bundle import (
     default_build_dir,
 )
 from assetflow.cdk.config import EnvironmentConfig
+from assetflow.cdk.dashboard import ServiceDashboard
 from assetflow.cdk.evaluator import Evaluator
 from assetflow.cdk.event_store import EventStore
 from assetflow.cdk.failures import FailureStore, keep_async_failures
@@ -84,6 +86,7 @@ class AssetflowService(Construct):
         self._functions(self._function_defaults(bundle))
         self._grant()
         self._alarm()
+        self.dashboard = ServiceDashboard(self, "Dashboard", service=self)
         if not bundle.vendored:
             Annotations.of(self).add_warning_v2(
                 "assetflow:unvendoredDependencies",
@@ -142,6 +145,12 @@ class AssetflowService(Construct):
                 "RUN_TOKEN_KEY": self.spark.run_token_key.key_arn,
                 "CATALOG_PATH": f"{LAMBDA_TASK_ROOT}/{CATALOG_FILE}",
                 "POWERTOOLS_METRICS_NAMESPACE": QUARANTINE_NAMESPACE,
+                "LISTENER_EVENTS": ",".join(self.config.listener_events),
+                **(
+                    {"ASSETFLOW_EVENT_SHARDS": json.dumps(dict(self.config.event_shards), sort_keys=True)}
+                    if self.config.event_shards
+                    else {}
+                ),
             },
             log_retention=self.config.log_retention,
             removal_policy=self.config.removal_policy,

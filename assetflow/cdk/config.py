@@ -14,6 +14,9 @@ from assetflow.versions import EMR_RELEASE_LABEL
 
 _S3_LOCATION = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/([^*?]*))?$")
 
+#: The listener event types an environment may subscribe to.
+LISTENER_EVENT_TYPES = ("AssetCreated", "AssetAliasCreated", "AssetChanged", "AssetEventEmitted")
+
 KafkaAuthentication = Literal[
     "SASL_SCRAM_512_AUTH", "SASL_SCRAM_256_AUTH", "BASIC_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH"
 ]
@@ -80,20 +83,36 @@ class KafkaClusterConfig:
         return isinstance(servers, list) and sorted(servers) == sorted(self.bootstrap_servers)
 
 
+#: What a provisioned Kafka poller costs while it exists, traffic or not (us-east-1, AWS Price List API,
+#: checked 2026-11-21 in benchmarks/cost.py): $0.185 an event poller unit hour, about $4.44 a day each.
+KAFKA_POLLER_USD_PER_HOUR = 0.185
+
+
 @dataclass(frozen=True, kw_only=True)
 class KafkaSettings:
     """Kafka event-source mappings: the default cluster, the access settings of named ones, error handling.
 
-    Lambda honours retry settings on Kafka mappings only in provisioned poller mode, so every mapping gets
-    ``min_pollers``..``max_pollers`` provisioned pollers.
+    By default a mapping polls on demand: it costs nothing while the topic is idle, and Lambda retries a
+    failed batch until it succeeds (the ingest function quarantines bad records itself, so only an outage
+    holds a partition back; nothing is committed past a record that is neither stored nor quarantined).
+    ``provisioned`` keeps ``min_pollers``..``max_pollers`` pollers per mapping instead, which Lambda needs to
+    honour ``retry_attempts``, ``max_record_age``, bisection and partial batch responses on Kafka mappings;
+    each minimum poller costs ``KAFKA_POLLER_USD_PER_HOUR`` ($0.185 an hour, about $4.44 a day) around the
+    clock, traffic or not.
     """
 
     default_cluster: KafkaClusterConfig | None = None
     clusters: tuple[KafkaClusterConfig, ...] = ()
+    provisioned: bool = False
     min_pollers: int = 1
     max_pollers: int = 2
     retry_attempts: int = 3
     max_record_age: Duration = field(default_factory=lambda: Duration.hours(6))
+
+    @property
+    def idle_usd_per_day(self) -> float:
+        """What one Kafka mapping costs a day with no traffic."""
+        return self.min_pollers * KAFKA_POLLER_USD_PER_HOUR * 24 if self.provisioned else 0.0
 
     def access_for(self, cluster_doc: Mapping[str, object]) -> KafkaClusterConfig | None:
         """The configured access settings of a cluster named in the catalog, if any."""
@@ -137,10 +156,16 @@ class EnvironmentConfig:
     # Evaluator (the table's stream)
     evaluator_timeout: Duration = field(default_factory=lambda: Duration.seconds(60))
     evaluator_memory_mb: int = 512
-    stream_batch_size: int = 25
+    stream_batch_size: int = 100
     stream_parallelization_factor: int = 1
     stream_retry_attempts: int = 5
     stream_max_record_age: Duration = field(default_factory=lambda: Duration.hours(6))
+    #: The listener event types published on the bus (EventBridge bills each entry): any of AssetCreated,
+    #: AssetAliasCreated, AssetChanged, AssetEventEmitted. None are published by default.
+    listener_events: tuple[str, ...] = ()
+    #: Assets whose events spread over several partitions ({uri: n}): one partition key takes at most 1,000
+    #: write units a second, so an asset past ~300 events a second needs more (benchmarks/load_model.py).
+    event_shards: Mapping[str, int] = field(default_factory=dict)
     # Runs on EMR Serverless
     emr: EmrSettings = field(default_factory=EmrSettings)
     data_read_locations: tuple[str, ...] = ()
@@ -171,6 +196,13 @@ class EnvironmentConfig:
                 f"{self.name}: failure_retention must be at most 14 days: a replay must come while the 15-day "
                 "dedupe records of what the failed batch did store still exist"
             )
+        unknown = sorted(set(self.listener_events) - set(LISTENER_EVENT_TYPES))
+        if unknown:
+            raise ConfigError(
+                f"{self.name}: unknown listener_events {unknown}; known: {', '.join(LISTENER_EVENT_TYPES)}"
+            )
+        if any(not isinstance(n, int) or n < 1 for n in self.event_shards.values()):
+            raise ConfigError(f"{self.name}: event_shards maps asset URIs to shard counts of 1 or more")
 
     @property
     def destroy_on_delete(self) -> bool:
@@ -208,6 +240,7 @@ DEV = EnvironmentConfig(
     ),
     stream_retry_attempts=3,
     stream_max_record_age=Duration.hours(1),
+    listener_events=("AssetCreated", "AssetAliasCreated"),
     emr=EmrSettings(max_cpu="8 vCPU", max_memory="32 GB", max_disk="100 GB", idle_timeout_minutes=5),
     data_read_locations=("s3://assetflow-demo/",),
     data_write_locations=("s3://assetflow-demo/",),
@@ -230,6 +263,7 @@ PROD = EnvironmentConfig(
         max_pollers=4,
     ),
     stream_parallelization_factor=2,
+    listener_events=("AssetCreated", "AssetAliasCreated"),
     emr=EmrSettings(max_cpu="64 vCPU", max_memory="256 GB", max_disk="1000 GB", idle_timeout_minutes=15),
     data_read_locations=(
         "s3://assetflow-demo/landing/",

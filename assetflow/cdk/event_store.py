@@ -78,9 +78,21 @@ class EventStore(Construct):
         # The indexes the store queries, taken from the store itself so the two never drift apart.
         for index in table_definition()["GlobalSecondaryIndexes"]:
             keys = {k["KeyType"]: k["AttributeName"] for k in index["KeySchema"]}
-            self.add_index(index["IndexName"], partition_key=keys["HASH"], sort_key=keys.get("RANGE"))
+            self.add_index(
+                index["IndexName"],
+                partition_key=keys["HASH"],
+                sort_key=keys.get("RANGE"),
+                projection=dynamodb.ProjectionType(index["Projection"]["ProjectionType"]),
+            )
 
-    def add_index(self, index_name: str, *, partition_key: str, sort_key: str | None = None) -> None:
+    def add_index(
+        self,
+        index_name: str,
+        *,
+        partition_key: str,
+        sort_key: str | None = None,
+        projection: dynamodb.ProjectionType = dynamodb.ProjectionType.ALL,
+    ) -> None:
         """Add a global secondary index over string attributes (the hook for views that need one)."""
         self.table.add_global_secondary_index(
             index_name=index_name,
@@ -88,5 +100,5 @@ class EventStore(Construct):
             sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING)
             if sort_key
             else None,
-            projection_type=dynamodb.ProjectionType.ALL,
+            projection_type=projection,
         )

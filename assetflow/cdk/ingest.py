@@ -209,15 +209,20 @@ class Ingest(Construct):
             "secret": secret,
             "on_failure": on_failure,
             "metrics_config": lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
-            "bisect_batch_on_error": True,
-            "retry_attempts": config.kafka.retry_attempts,
-            "max_record_age": config.kafka.max_record_age,
-            "report_batch_item_failures": True,
-            # Lambda applies the retry settings above to Kafka mappings only in provisioned mode.
-            "provisioned_poller_config": sources.ProvisionedPollerConfig(
-                minimum_pollers=config.kafka.min_pollers, maximum_pollers=config.kafka.max_pollers
-            ),
         }
+        if config.kafka.provisioned:
+            # Lambda applies these error-handling settings to Kafka mappings only in provisioned mode, whose
+            # minimum pollers are billed around the clock (KafkaSettings); on demand, a failed batch is retried
+            # until it succeeds and an idle topic costs nothing.
+            common |= {
+                "bisect_batch_on_error": True,
+                "retry_attempts": config.kafka.retry_attempts,
+                "max_record_age": config.kafka.max_record_age,
+                "report_batch_item_failures": True,
+                "provisioned_poller_config": sources.ProvisionedPollerConfig(
+                    minimum_pollers=config.kafka.min_pollers, maximum_pollers=config.kafka.max_pollers
+                ),
+            }
         if cluster.msk_cluster_arn is not None:
             event_source: lambda_.IEventSource = sources.ManagedKafkaEventSource(
                 cluster_arn=cluster.msk_cluster_arn, **common

@@ -295,6 +295,10 @@ class SparkApplication(Construct):
                 self.job_role.add_to_principal_policy(listing)
 
 
+#: The EMR Serverless job states that move a run (EMR_JOB_STATES maps the others to queued, or to nothing).
+RUN_MOVING_STATES = ("RUNNING", "SUCCESS", "FAILED", "CANCELLED")
+
+
 class RunStateRule(Construct):
     """The rule for this application's job state changes and the run-state function it invokes."""
 
@@ -363,7 +367,9 @@ class RunStateRule(Construct):
             event_pattern=events.EventPattern(
                 source=[JOB_STATE_SOURCE],
                 detail_type=[JOB_STATE_DETAIL_TYPE],
-                detail={"applicationId": [application_id]},
+                # Only the states that move a run: a run is created queued, so SUBMITTED, PENDING, SCHEDULED
+                # and QUEUED would invoke the function for nothing (three invocations a run).
+                detail={"applicationId": [application_id], "state": list(RUN_MOVING_STATES)},
             ),
         )
         self.rule.add_target(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from assetflow.core.conditions import Asset, AssetAlias, AssetRef, Failed, Late
 from assetflow.core.errors import CatalogError, DefinitionError, DocumentError
@@ -345,30 +345,64 @@ class Catalog:
 
     @staticmethod
     def _self_sustaining(pipelines: Mapping[str, Pipeline], with_aliases: bool) -> set[str]:
-        """Pipelines that can keep triggering each other from their own outlets alone (a fixpoint).
+        """Pipelines that can keep triggering each other from their own outlets alone (a greatest fixpoint).
 
         Without aliases: certainly (whatever the outlet events' content and order); with aliases: possibly
         (content and order may match, a producing run may fail).
+
+        Linear in the pipelines: every pipeline starts alive; one whose condition is not fed by the outlets of
+        the live pipelines of its partitioning dies, and only the pipelines naming an outlet that thereby has
+        no live producer left are judged again (each outlet dies once). Events of partitioned runs only
+        trigger partition-aware pipelines, and events of other runs have no partition key, so partition-aware
+        pipelines ignore them (DESIGN §3.8): one world per partitioning.
         """
+
+        def outlets(pipeline: Pipeline) -> set[tuple[str, str]]:
+            found = {("asset", o.uri) for o in pipeline.outlets if isinstance(o, Asset)}
+            if with_aliases:
+                found |= {("alias", o.name) for o in pipeline.outlets if isinstance(o, AssetAlias)}
+            return found
+
+        def named(pipeline: Pipeline) -> set[tuple[str, str]]:
+            found: set[tuple[str, str]] = set()
+            for node in pipeline.condition.iter_nodes():
+                if isinstance(node, AssetAlias):
+                    found.add(("alias", node.name))
+                elif isinstance(getattr(node, "uri", None), str):  # assets, and failed()/late() of one
+                    found.add(("asset", str(getattr(node, "uri", ""))))
+            return found
+
+        producers: dict[tuple[bool, str, str], int] = {}
+        available: dict[bool, tuple[set[str], set[str]]] = {flag: (set(), set()) for flag in (False, True)}
+        consumers: dict[tuple[bool, str, str], list[str]] = {}
+        for pid, pipeline in pipelines.items():
+            for kind, name in outlets(pipeline):
+                key = (pipeline.partitioned, kind, name)
+                producers[key] = producers.get(key, 0) + 1
+                available[pipeline.partitioned][kind == "alias"].add(name)
+            for kind, name in named(pipeline):
+                consumers.setdefault((pipeline.partitioned, kind, name), []).append(pid)
         alive = set(pipelines)
-        while True:
-            dropped = set()
-            for pid in alive:
-                pipeline = pipelines[pid]
-                # events of partitioned runs only trigger partition-aware pipelines, and events of other runs
-                # have no partition key, so partition-aware pipelines ignore them (DESIGN §3.8)
-                feeders = [pipelines[q] for q in alive if pipelines[q].partitioned == pipeline.partitioned]
-                assets = {o.uri for q in feeders for o in q.outlets if isinstance(o, Asset)}
-                aliases = (
-                    {o.name for q in feeders for o in q.outlets if isinstance(o, AssetAlias)}
-                    if with_aliases
-                    else set()
-                )
-                if not pipeline.condition.feeds(frozenset(assets), frozenset(aliases), sure=not with_aliases):
-                    dropped.add(pid)
-            if not dropped:
-                return alive
-            alive -= dropped
+        todo = list(pipelines)
+        while todo:
+            pid = todo.pop()
+            if pid not in alive:
+                continue
+            pipeline = pipelines[pid]
+            assets, aliases = available[pipeline.partitioned]
+            # The sets change as pipelines die; ``feeds`` only asks them what they hold (no copy per call).
+            if pipeline.condition.feeds(
+                cast(frozenset[str], assets), cast(frozenset[str], aliases), sure=not with_aliases
+            ):
+                continue
+            alive.discard(pid)
+            for kind, name in outlets(pipeline):
+                key = (pipeline.partitioned, kind, name)
+                producers[key] -= 1
+                if not producers[key]:
+                    available[pipeline.partitioned][kind == "alias"].discard(name)
+                    todo += [c for c in consumers.get(key, ()) if c in alive]
+        return alive
 
     @classmethod
     def _check_loops(

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from assetflow.core.conditions import SortKey, Undecidable
 from assetflow.core.decision import decide_on
@@ -22,6 +23,9 @@ from assetflow.core.events import format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.schedules import utc
 
+if TYPE_CHECKING:
+    from assetflow.core.scheduler import Transition
+
 
 @dataclass(frozen=True)
 class StoredQueue:
@@ -29,6 +33,28 @@ class StoredQueue:
 
     state: QueueState
     generation: int
+
+    def after(self, pipeline: Pipeline, transition: Transition) -> StoredQueue:
+        """The queue once ``transition`` is applied.
+
+        The n-th batch run of a transition consumes generation ``generation + n`` (the first one with what
+        was queued before), and what stays is in the next one.
+        """
+        runs = sum(1 for r in transition.runs if r.scheduled_time is None) if pipeline.batch else 0
+        return StoredQueue(transition.after, self.generation + runs)
+
+    def head(self) -> QueueHead:
+        """This queue's head, with the summary of its entries."""
+        state = self.state
+        return QueueHead(
+            pipeline=state.pipeline,
+            key=state.key,
+            version=state.version,
+            generation=self.generation,
+            pending_ticks=state.pending_ticks,
+            last_tick=state.last_tick,
+            summary=QueueSummary.of(state.entries),
+        )
 
 
 #: Entries one append may take: its transaction holds the head and two writes per entry (DynamoDB: 100).

@@ -324,9 +324,29 @@ def advance(
         pipeline, state, ticks, list(queued.values()), now, paused, ignored
     )
     slots = None if pipeline.max_active_runs is None else max(0, pipeline.max_active_runs - active_runs)
-    taken = _take_runs(
-        pipeline, state, sorted(queued.values(), key=lambda e: e.sort_key), pending, slots, now, paused
-    )
+    if pipeline.batch and len(added) > 1 and not (pipeline.debounce or pipeline.max_wait or pipeline.within):
+        # A stream batch's arrivals are judged one at a time, in the order given (the stream's): a run is
+        # made the moment the decision says due, so they make the runs they make one by one. (With a window
+        # the decision reads the newest entry's age: the arrivals are judged together, as the head's fast
+        # path judges them.)
+        fresh = {e.event.id for e in added}
+        queued_before = [e for e in queued.values() if e.event.id not in fresh]
+        taken = _take_runs(
+            pipeline,
+            state,
+            sorted([*queued_before, added[0]], key=lambda e: e.sort_key),
+            pending,
+            slots,
+            now,
+            paused,
+        )
+        for arrival in added[1:]:
+            remaining = sorted([*taken.remaining, arrival], key=lambda e: e.sort_key)
+            _take_runs(pipeline, state, remaining, taken.pending, slots, now, paused, taken=taken)
+    else:
+        taken = _take_runs(
+            pipeline, state, sorted(queued.values(), key=lambda e: e.sort_key), pending, slots, now, paused
+        )
     decision = taken.decision
     if not (added or discarded or taken.consumed or taken.runs or ticked):
         return Transition(
@@ -463,8 +483,14 @@ def _take_runs(
     slots: int | None,
     now: datetime,
     paused: bool,
+    *,
+    taken: _Taken | None = None,
 ) -> _Taken:
-    """Make runs, held ticks first, while the decision says due (at most a transition's worth)."""
+    """Make runs, held ticks first, while the decision says due (at most a transition's worth).
+
+    ``taken``: go on with what earlier calls of this transition took (its runs count against the slots and
+    the transition's runs; a batch run after the first is ``v<version>.<n>``).
+    """
     version = state.version + 1
     schedule = pipeline.schedule
 
@@ -480,17 +506,22 @@ def _take_runs(
             scheduled_time=scheduled,
         )
 
+    if taken is None:
+        taken = _Taken(remaining=remaining, pending=pending, decision=Decision(pipeline.id, False, None))
+    else:
+        taken.remaining, taken.pending = remaining, pending
+    current = taken
+
     def next_decision(runs: int) -> Decision:
         return decide_on(
             pipeline,
-            view_of(pipeline, taken.remaining, now),
-            pending_ticks=bool(taken.pending),
+            view_of(pipeline, current.remaining, now),
+            pending_ticks=bool(current.pending),
             slot_free=slots is None or runs < slots,
             paused=paused,
             now=now,
         )
 
-    taken = _Taken(remaining=remaining, pending=pending, decision=Decision(pipeline.id, False, None))
     while True:
         taken.decision = next_decision(len(taken.runs))
         if not taken.decision.due:
@@ -507,7 +538,8 @@ def _take_runs(
             taken.runs.append(make_run(f"tick:{format_timestamp(tick)}", events, tick))
         elif taken.decision.action == "batch":
             events, taken.remaining = taken.remaining, []
-            taken.runs.append(make_run(f"v{version}", events, None))
+            earlier = sum(1 for r in taken.runs if r.scheduled_time is None)
+            taken.runs.append(make_run(f"v{version}" + (f".{earlier}" if earlier else ""), events, None))
         else:
             events, taken.remaining = taken.remaining[:1], taken.remaining[1:]
             taken.runs.append(make_run(f"event:{events[0].event.id}", events, None))

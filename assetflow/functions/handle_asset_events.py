@@ -1,60 +1,180 @@
-"""The evaluator Lambda: the table's stream (new asset events) into queue entries and runs."""
+"""The evaluator Lambda: the table's stream (new asset events) into queue entries and runs, a batch at a time."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import (
-    DynamoDBRecord,
-    DynamoDBRecordEventName,
-)
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
 from assetflow.composition import Dependencies, dependencies
-from assetflow.core.events import AssetEvent
+from assetflow.core.events import AssetEvent, Run
+from assetflow.functions._observe import flush_metrics
 
-logger = Logger(service="assetflow-evaluator")
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-evaluator"
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace="assetflow", service=SERVICE)
 
 
-def evaluate_record(record: DynamoDBRecord, deps: Dependencies) -> None:
-    """Evaluate one stream record; raising fails it, so the stream retries from this record.
+def new_asset_event(record: dict[str, Any]) -> AssetEvent | None:
+    """The asset event a stream record inserts; None for any other record.
+
+    The mapping's filter lets only those through on AWS; the local poller hands over every record.
 
     Raises:
-        ConflictError, StoreUnavailableError, SubmissionError: transient; the record is retried
-            (with bisection and a maximum record age, then the on-failure destination).
+        DocumentError, ValueError, KeyError: the record holds an event item that does not decode.
     """
-    if record.event_name is not DynamoDBRecordEventName.INSERT:
-        return
-    image = record.dynamodb.new_image if record.dynamodb else {}
-    if not str(image.get("sk", "")).startswith("EVENT#"):
-        return
-    event = AssetEvent.from_json(json.loads(image["event"]))
-    result = deps.evaluator.handle_event(event)
-    logger.info(
-        "event evaluated",
-        extra={
-            "event_id": event.id,
-            "asset": event.asset,
-            "routed": result.routed,
-            "runs": [r.run_id for r in result.runs],
-        },
-    )
+    if record.get("eventName") != "INSERT":
+        return None
+    image = (record.get("dynamodb") or {}).get("NewImage") or {}
+    if not str((image.get("sk") or {}).get("S", "")).startswith("EVENT#"):
+        return None
+    return AssetEvent.from_json(json.loads(image["event"]["S"]))
 
 
 @logger.inject_lambda_context
 def lambda_handler(
     event: dict[str, Any], context: LambdaContext, deps: Dependencies | None = None
 ) -> PartialItemFailureResponse:
-    """Process a batch of stream records with partial batch failures."""
+    """Evaluate a batch of stream records, all at once; report the records to bring back.
+
+    A record that does not decode fails alone. The evaluator groups the others by queue; a queue that cannot
+    be changed fails its events from the first one not applied, and the stream resumes from the earliest
+    failed record (records after it that were applied are recognised as seen when they come back).
+    """
     resolved = deps or dependencies()
-    return process_partial_response(
-        event=event,
-        record_handler=lambda record: evaluate_record(record, resolved),
-        processor=processor,
-        context=context,
-    )
+    records = event.get("Records") or []
+    failed: list[str] = []
+    events: list[tuple[str, AssetEvent]] = []
+    for record in records:
+        sequence = str((record.get("dynamodb") or {}).get("SequenceNumber", ""))
+        try:
+            found = new_asset_event(record)
+        except Exception as exc:  # a record that can never decode: it goes to the failure destination
+            logger.error(
+                "stream record does not decode", extra={"sequence_number": sequence, "error": str(exc)}
+            )
+            failed.append(sequence)
+            continue
+        if found is not None:
+            events.append((sequence, found))
+    if events:
+        began = time.perf_counter()
+        try:
+            result = resolved.evaluator.handle_batch([e for _, e in events])
+        except Exception as exc:  # what every queue needed could not be read: the whole batch comes back
+            logger.warning(
+                "batch not evaluated; it comes back", extra={"error": f"{type(exc).__name__}: {exc}"}
+            )
+            from assetflow.usecases.evaluate import Evaluation
+
+            result = Evaluation(failed={e.id: exc for _, e in events})
+        for sequence, found in events:
+            error = result.failed.get(found.id)
+            if error is not None:
+                failed.append(sequence)
+                logger.warning(
+                    "event not evaluated; it comes back",
+                    extra={
+                        "event_id": found.id,
+                        "asset": found.asset,
+                        "error": f"{type(error).__name__}: {error}",
+                    },
+                )
+        runs_of: dict[str, list[str]] = {}
+        for run in result.runs:
+            for triggering in run.triggering_events:
+                runs_of.setdefault(triggering.id, []).append(run.run_id)
+        for _, found in events:
+            logger.info(
+                "event evaluated",
+                extra={
+                    "event_id": found.id,
+                    "asset": found.asset,
+                    "pipelines": result.pipelines_of.get(found.id, []),
+                    "run_ids": runs_of.get(found.id, []),
+                    "message_id": _message_id(found),
+                    "failed": found.id in result.failed,
+                },
+            )
+        _record_metrics(result.runs, len(result.submitted), events, seconds=time.perf_counter() - began)
+        logger.info(
+            "batch evaluated",
+            extra={
+                "events": len(events),
+                "routed": len(result.routed),
+                "runs": [r.run_id for r in result.runs],
+                "submitted": len(result.submitted),
+                "conflicts": result.conflicts,
+                "failed": len(result.failed),
+            },
+        )
+    order = {str((r.get("dynamodb") or {}).get("SequenceNumber", "")): n for n, r in enumerate(records)}
+    failed.sort(key=lambda s: order.get(s, 0))
+    if records and len(failed) == len(records):
+        # As Powertools' batch processor does: every record failed, so the invocation fails.
+        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+        raise BatchProcessingError(f"all {len(records)} stream records failed")
+    return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
+
+
+def _message_id(event: AssetEvent) -> str | None:
+    """The id of the message an event was made of (SQS message id, Kafka topic-partition@offset), if any."""
+    message = event.extra.get("message")
+    if not isinstance(message, Mapping):
+        return None
+    if isinstance(message.get("message_id"), str):
+        return str(message["message_id"])
+    if message.get("topic") is not None and message.get("offset") is not None:
+        return f"{message.get('topic')}-{message.get('partition')}@{message.get('offset')}"
+    return None
+
+
+def _sent_at(event: AssetEvent) -> datetime | None:
+    """When the message behind an event was sent (SQS SentTimestamp, a Kafka record's timestamp), if known."""
+    message = event.extra.get("message")
+    if not isinstance(message, Mapping):
+        return None
+    attributes = message.get("attributes")
+    stamp = attributes.get("SentTimestamp") if isinstance(attributes, Mapping) else message.get("timestamp")
+    try:
+        return datetime.fromtimestamp(int(stamp) / 1000, UTC) if stamp is not None else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _record_metrics(
+    runs: list[Run], submitted: int, events: list[tuple[str, AssetEvent]], *, seconds: float
+) -> None:
+    """The evaluator's stage metrics (EMF, one document per batch).
+
+    EvaluationLatency: the batch's evaluation; EventToRunLatency: from a run's last triggering event being
+    stored to the run; MessageToRunLatency: from that event's message being sent, where the source says when.
+    """
+    metrics.add_metric(name="EventsEvaluated", unit=MetricUnit.Count, value=len(events))
+    metrics.add_metric(name="RunsCreated", unit=MetricUnit.Count, value=len(runs))
+    metrics.add_metric(name="RunsSubmitted", unit=MetricUnit.Count, value=submitted)
+    metrics.add_metric(name="EvaluationLatency", unit=MetricUnit.Milliseconds, value=round(seconds * 1000, 1))
+    for run in runs[:90]:  # an EMF document holds at most 100 values a metric
+        last = max(run.triggering_events, key=lambda e: e.sort_key, default=None)
+        if last is None:
+            continue
+        waited = (run.created_at - last.timestamp).total_seconds() * 1000
+        metrics.add_metric(name="EventToRunLatency", unit=MetricUnit.Milliseconds, value=round(waited, 1))
+        sent = _sent_at(last)
+        if sent is not None:
+            since = (run.created_at - sent).total_seconds() * 1000
+            metrics.add_metric(
+                name="MessageToRunLatency", unit=MetricUnit.Milliseconds, value=round(since, 1)
+            )
+    flush_metrics(metrics)

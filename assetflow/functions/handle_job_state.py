@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE
 from assetflow.composition import Dependencies, dependencies
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger(service="assetflow-run-state")
 
@@ -24,15 +25,15 @@ def lambda_handler(
         ValueError: the event lacks the job run id or state (retries then the dead-letter queue keep it).
         ConflictError, StoreUnavailableError, SubmissionError, EmrUnavailableError: transient; retried.
     """
-    event = EventBridgeEvent(raw_event)
+    source, detail_type = raw_event.get("source"), raw_event.get("detail-type")
     resolved = deps or dependencies()
-    if event.source != JOB_STATE_SOURCE or event.detail_type != JOB_STATE_DETAIL_TYPE:
+    if source != JOB_STATE_SOURCE or detail_type != JOB_STATE_DETAIL_TYPE:
         logger.warning(
             "event ignored: not a job run state change",
-            extra={"source": event.source, "detail_type": event.detail_type},
+            extra={"source": source, "detail_type": detail_type},
         )
         return {"status": "ignored", "reason": "not a job run state change"}
-    detail = event.detail or {}
+    detail = raw_event.get("detail") or {}
     application_id, job_run_id, state = (
         detail.get("applicationId"),
         detail.get("jobRunId"),
@@ -49,7 +50,10 @@ def lambda_handler(
             extra={"application_id": application_id, "job_run_id": job_run_id},
         )
         return {"status": "ignored", "reason": "another application"}
-    change = resolved.run_states.handle_state_change(job_run_id, state, str(application_id or ""))
+    name = detail.get("jobRunName")
+    change = resolved.run_states.handle_state_change(
+        job_run_id, state, str(application_id or ""), job_run_name=name if isinstance(name, str) else None
+    )
     return {
         "status": "ignored" if change.ignored else "recorded",
         "reason": change.ignored,

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import logging
 import os
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.kafka_event import KafkaEventRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from assetflow.adapters.messages import KafkaSource
 from assetflow.composition import Dependencies, dependencies, utc_now
-from assetflow.functions._ingest import store_and_report
+from assetflow.functions._ingest import store_batch
+from assetflow.functions._observe import flush_metrics
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace="assetflow", service=SERVICE)
-# The batch processor logs each failed record with its traceback through the standard logger underneath the
-# Powertools one, so the lines share its JSON format and Lambda context keys.
-_failure_log = logging.getLogger(SERVICE)
-processor = BatchProcessor(event_type=EventType.Kafka, logger=_failure_log)
 
 
 class KafkaBatchRetryError(Exception):
@@ -34,31 +31,20 @@ class PartitionBlockedError(Exception):
     """An earlier record of the same topic partition failed in this batch; this one waits for it."""
 
 
-def ingest_record(record: KafkaEventRecord, source: KafkaSource, deps: Dependencies) -> None:
-    """Store one record as an event (once per cluster/topic/partition/offset) or quarantine it.
-
-    Raises:
-        StoreUnavailableError, ConflictError, botocore.exceptions.ClientError: the store (or S3, for an
-            extra stored by reference) failed; the batch is retried (records already stored are recognised
-            by their identity and not stored twice).
-    """
-    now = utc_now()
-    outcome = deps.messages.from_kafka(record.raw_event, source=source, now=now, extras=deps.extras)
-    store_and_report(outcome, deps.ingest, now=now, logger=logger, metrics=metrics, noun="record")
-
-
 @logger.inject_lambda_context
 def lambda_handler(
     event: dict[str, Any], context: LambdaContext, deps: Dependencies | None = None
 ) -> PartialItemFailureResponse:
-    """Ingest a batch of Kafka records; any failed record fails the invocation.
+    """Ingest a batch of Kafka records, events in batched writes; any failed record fails the invocation.
+
+    Each record is stored once per cluster/topic/partition/offset.
 
     A Kafka event source mapping reads ``batchItemFailures`` only with ReportBatchItemFailures turned on (a
     provisioned-mode setting); otherwise a partial response counts as success and the failed offsets would be
     committed. Failing the invocation is right under both settings: Lambda retries the batch (bisecting it,
-    up to the maximum record age, then the on-failure destination), and the records stored meanwhile are
-    not stored again. Within a batch, once a record fails the later records of its partition are not
-    stored either, so that a partition's events are never stored out of order.
+    up to the maximum record age, then the on-failure destination, where those are configured), and the
+    records stored meanwhile are not stored again. Within a batch, once a record fails the later records of
+    its partition are not stored either, so that a partition's events are never stored out of order.
 
     Raises:
         KafkaBatchRetryError: some records failed.
@@ -66,32 +52,38 @@ def lambda_handler(
         DefinitionError: a watcher's JSON Schema is invalid.
     """
     resolved = deps or dependencies()
-    resolved.messages  # noqa: B018  (build the translator first: a bad schema fails the batch, not each record)
+    translator = resolved.messages  # a bad schema fails the batch here, not each record
     source = KafkaSource.from_event(event)
-    blocked: set[tuple[str, str]] = set()
-
-    def handle(record: KafkaEventRecord) -> None:
-        partition = (str(record.raw_event.get("topic")), str(record.raw_event.get("partition")))
-        if partition in blocked:
-            raise PartitionBlockedError(f"an earlier record of {partition[0]}-{partition[1]} failed")
-        try:
-            ingest_record(record, source, resolved)
-        except Exception:
-            blocked.add(partition)
-            raise
-
+    records = [r for rs in (event.get("records") or {}).values() for r in rs]
+    lanes = [f"{r.get('topic')}-{r.get('partition')}" for r in records]
+    now = utc_now()
     try:
-        response = process_partial_response(
-            event=event, record_handler=handle, processor=processor, context=context
+        # A microsecond apart, so that (timestamp, id) order is the batch's order.
+        outcomes = [
+            translator.from_kafka(
+                record, source=source, now=now + timedelta(microseconds=n), extras=resolved.extras
+            )
+            for n, record in enumerate(records)
+        ]
+        errors = store_batch(
+            outcomes, resolved.ingest, now=now, logger=logger, metrics=metrics, noun="record", lanes=lanes
         )
     finally:
-        # Flushed only when a record was quarantined: an empty flush warns on every clean batch.
-        if metrics.metric_set:
-            metrics.flush_metrics()
-    failures = response.get("batchItemFailures") or []
+        flush_metrics(metrics)
+    failures = [
+        {"itemIdentifier": {"partition": lane, "offset": record.get("offset")}}
+        for record, lane, error in zip(records, lanes, errors, strict=True)
+        if error is not None
+    ]
+    if records and len(failures) == len(records):
+        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+        raise BatchProcessingError(
+            f"all {len(records)} records failed", [(type(e), e, None) for e in errors if e is not None]
+        )
     if failures:
         raise KafkaBatchRetryError(
             f"{len(failures)} record(s) of the batch failed (first: {failures[0]['itemIdentifier']}); "
             "failing the invocation so that Lambda retries the batch"
         )
-    return response
+    return {"batchItemFailures": []}

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from assetflow.core.errors import AssetflowError
 from assetflow.ports import Accepted, EventStore, ExtrasStore, Outcome, QuarantineStore
+
+
+class BlockedError(AssetflowError):
+    """A message not written because an earlier one of its ordered batch could not be (it comes back too)."""
 
 
 class IngestStore(EventStore, QuarantineStore, Protocol):
@@ -45,18 +51,88 @@ class Ingest:
                 now=now,
                 lasting=outcome.lasting_identity,
             )
-        if outcome.detached is not None:
+        (answer,) = self.store_outcomes([outcome], now=now)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def store_outcomes(
+        self, outcomes: Sequence[Outcome], *, now: datetime, lanes: Sequence[str] | None = None
+    ) -> list[bool | Exception]:
+        """Write a batch of outcomes: the events in batched transactions, quarantine records one by one.
+
+        One answer per outcome, in order: whether it was written (False for a redelivery), or the error that
+        kept it from being written (throttled, contended, the extras store failing: fail that message so that
+        it comes back). An extra that goes by reference is written to the extras store before its event, so
+        that a stored event never references a missing object (only such a message is looked up
+        first). With ``lanes`` (one per outcome: a FIFO queue, a Kafka partition), nothing
+        after an outcome that cannot be written is written in its lane, and what follows it there is
+        answered with ``BlockedError``, so that it comes back after it.
+        """
+        answers: list[bool | Exception | None] = [None] * len(outcomes)
+        failed_lanes: set[str] = set()
+        accepted: list[tuple[int, Accepted]] = []
+        for n, outcome in enumerate(outcomes):
+            if lanes is not None and lanes[n] in failed_lanes:
+                answers[n] = BlockedError("an earlier message of its lane could not be written")
+                continue
+            prepared = self._prepare(outcome, now)
+            if isinstance(prepared, Accepted):
+                accepted.append((n, prepared))
+                continue
+            answers[n] = prepared
+            if lanes is not None and isinstance(prepared, Exception):
+                failed_lanes.add(lanes[n])
+        if accepted:
+            written = self.store.put_events(
+                [(o.event, o.identity) for _, o in accepted],
+                now=now,
+                lanes=None if lanes is None else [lanes[n] for n, _ in accepted],
+                # One source's batch: all lasting or none (a mixed one keeps every record, the safe side).
+                lasting=any(o.lasting_identity for _, o in accepted),
+            )
+            for (n, _), result in zip(accepted, written, strict=True):
+                answers[n] = result if isinstance(result, Exception) else result.created
+        if lanes is not None:
+            # What follows a failure in its lane comes back with it (written or not: writes are idempotent).
+            seen_failure: set[str] = set()
+            for n, answer in enumerate(answers):
+                if lanes[n] in seen_failure and not isinstance(answer, Exception):
+                    answers[n] = BlockedError("an earlier message of its lane could not be written")
+                if isinstance(answers[n], Exception):
+                    seen_failure.add(lanes[n])
+        return [a if a is not None else BlockedError("not written") for a in answers]
+
+    def _prepare(self, outcome: Outcome, now: datetime) -> Accepted | bool | Exception:
+        """What must happen before an event is written (its detached extra), or a quarantine record's write."""
+        if isinstance(outcome, Accepted):
+            if outcome.detached is None:
+                return outcome
             if self.extras is None:
-                raise ValueError(
+                return ValueError(
                     "this outcome's extra goes by reference: give the extras store it was placed by"
                 )
-            if self.store.find_dedupe(outcome.identity) is not None:
-                return False
-            self.extras.write(outcome.detached)
-        _, created = self.store.put_event(
-            outcome.event, dedupe_key=outcome.identity, now=now, lasting=outcome.lasting_identity
-        )
-        return created
+            try:
+                # Only a message over the inline limit reads first: its redelivery would write another
+                # object (its facts differ), which no event would reference.
+                if self.store.find_dedupe(outcome.identity) is not None:
+                    return False
+                self.extras.write(outcome.detached)
+            except Exception as exc:
+                return exc
+            return outcome
+        try:
+            return self.store.quarantine(
+                watcher=outcome.watcher,
+                reason=outcome.reason,
+                body=outcome.body,
+                facts=outcome.facts,
+                identity=outcome.identity,
+                now=now,
+                lasting=outcome.lasting_identity,
+            )
+        except Exception as exc:
+            return exc
 
 
-__all__ = ["Ingest", "IngestStore"]
+__all__ = ["BlockedError", "Ingest", "IngestStore"]

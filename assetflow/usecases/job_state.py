@@ -161,8 +161,14 @@ class RunStates:
         self.extras = extras
         self._job_lookup = job_lookup
 
-    def handle_state_change(self, job_run_id: str, emr_state: str, application_id: str) -> StateChange:
+    def handle_state_change(
+        self, job_run_id: str, emr_state: str, application_id: str, *, job_run_name: str | None = None
+    ) -> StateChange:
         """Record one job run state change; on SUCCESS emit the run's outlets; when it ends, release held runs.
+
+        A queued state (SUBMITTED, PENDING, SCHEDULED, QUEUED) changes no run: nothing is read. ``job_run_name``
+        (the event's ``jobRunName``: assetflow names a job after its run) finds the run without a lookup, if
+        the run has no other job run id; otherwise the job run id is looked up.
 
         Raises:
             ConflictError: the run kept changing under concurrent state events; retry the event.
@@ -179,18 +185,29 @@ class RunStates:
         if new is None:
             result.ignored = "no run state for this job state"
             return result
-        run_id = self._run_id(job_run_id, new, context)
-        if run_id is None:
-            result.ignored = "job run not started by assetflow"
-            logger.info("job state ignored", extra={**context, "reason": result.ignored})
+        if new is RunState.QUEUED:
+            # Every run is created queued and never moves back: such a state changes nothing.
+            result.state, result.ignored = new, "a queued job state changes no run"
             return result
+        moved = self._by_name(job_run_name, job_run_id, new) if job_run_name else None
+        if moved is not None:
+            run_id, (run, result.moved) = moved
+        else:
+            found = self._run_id(job_run_id, new, context)
+            if found is None:
+                result.ignored = "job run not started by assetflow"
+                logger.info("job state ignored", extra={**context, "reason": result.ignored})
+                return result
+            run_id = found
+            try:
+                run, result.moved = self.store.set_run_state(run_id, new, job_run_id=job_run_id)
+            except NotFoundError:
+                result.ignored = "run not found"
+                logger.warning(
+                    "job state ignored", extra={**context, "run_id": run_id, "reason": result.ignored}
+                )
+                return result
         result.run_id = run_id
-        try:
-            run, result.moved = self.store.set_run_state(run_id, new, job_run_id=job_run_id)
-        except NotFoundError:
-            result.ignored = "run not found"
-            logger.warning("job state ignored", extra={**context, "run_id": run_id, "reason": result.ignored})
-            return result
         result.state = run.state
         logger.info(
             "job state recorded",
@@ -203,6 +220,18 @@ class RunStates:
         if not new.active and not run.state.active:
             result.released = self._release(run)
         return result
+
+    def _by_name(self, name: str, job_run_id: str, new: RunState) -> tuple[str, tuple[Run, bool]] | None:
+        """Move the run a job is named after, if it is that job's run; None when it is not (look it up)."""
+        if not name.startswith("run-"):
+            return None
+        try:
+            run, moved = self.store.set_run_state(name, new, job_run_id=job_run_id)
+        except NotFoundError:
+            return None
+        if run.job_run_id not in (None, job_run_id):
+            return None  # a job of the run's name that is not its job: the lookup decides
+        return name, (run, moved)
 
     def handle_tick(self, pipeline_id: str, scheduled_time: datetime) -> Evaluation:
         """Handle a cron tick of an ``AssetOrTimeSchedule`` pipeline.
@@ -325,11 +354,14 @@ class RunStates:
         return {}, None
 
     def _release(self, run: Run) -> Evaluation | None:
-        if run.pipeline not in self.catalog.pipelines:
+        pipeline = self.catalog.pipelines.get(run.pipeline)
+        if pipeline is None:
             logger.warning(
                 "run's pipeline not in the catalog; nothing to release", extra={"run_id": run.run_id}
             )
             return None
+        if pipeline.max_active_runs is None:
+            return None  # nothing waits for a slot: the queue runs as soon as its condition holds
         released = self.evaluator.release(run.pipeline)
         if released.runs:
             logger.info(

@@ -133,12 +133,15 @@ def test_the_counter_asks_dynamodb_for_capacity_and_tallies_it_per_operation() -
         "write_units": 4.0,
         "estimated_write_units": 1.0,  # the failed condition, billed by AWS, unreported
         "estimated_read_units": 0.0,
+        "reported_write_units": 0.0,
     }
-    assert ops["TransactWriteItems"]["write_units"] == 10.0
+    # A transaction is priced from its request (one small item: two units), what was reported kept apart.
+    assert ops["TransactWriteItems"]["write_units"] == 2.0
+    assert ops["TransactWriteItems"]["reported_write_units"] == 10.0
     assert ops["TransactWriteItems"]["estimated_write_units"] == 4.0  # two items, two units each
     assert ops["Query"]["estimated_read_units"] == 0.5  # an empty, eventually consistent query
     counts = counter.counts()
-    assert counts["dynamodb_write_units"] == 19.0
+    assert counts["dynamodb_write_units"] == 11.0
     assert counts["dynamodb_read_units"] == 1.5
     assert counts["dynamodb_requests"] == 6
 
@@ -337,3 +340,22 @@ def test_the_proposed_loop_check_finds_what_the_current_one_finds() -> None:
         assert evaluator_scale.self_sustaining_proposed(pipelines, with_aliases) == expected
     assert Catalog._self_sustaining(pipelines, False) == {"loop_a", "loop_b"}
     assert Catalog._self_sustaining(pipelines, True) == {"loop_a", "loop_b", "via_alias"}
+
+
+def test_a_transaction_is_priced_from_its_items_sizes_and_index_entries() -> None:
+    from benchmarks._counting import transaction_write_units
+
+    small = {"pk": {"S": "a"}, "sk": {"S": "b"}}
+    big = {**small, "v": {"S": "x" * 1500}}
+    indexed = {
+        **small,
+        "gsi1pk": {"S": "RUNS#p"},
+        "gsi1sk": {"S": "t#r"},
+        "gsi3pk": {"S": "U#p"},
+        "gsi3sk": {"S": "t"},
+    }
+    assert transaction_write_units([{"Put": {"Item": small}}] * 5) == 10.0  # DynamoDB Local says 2
+    assert transaction_write_units([{"Put": {"Item": big}}]) == 4.0  # 1.5 KB: two KB, twice
+    assert transaction_write_units([{"Put": {"Item": indexed}}]) == 4.0  # the item, twice; two index entries
+    removes = {"Key": small, "UpdateExpression": "SET job_run_id = :j REMOVE gsi3pk, gsi3sk"}
+    assert transaction_write_units([{"Update": removes}, {"Delete": {"Key": small}}]) == 5.0

@@ -172,3 +172,46 @@ def test_the_script_writes_its_json(tmp_path: Path) -> None:
     assert set(results["today"]) == {"single", "and"}
     assert results["plans"]["and"]["reached"] is True
     assert "emr_serverless" in results["sources"]
+
+
+# ---- this branch: batched evaluation, keys-only indexes, hot assets sharded where the model says ----------
+
+
+def test_this_branch_puts_2_2_write_units_per_event_on_an_asset_key_so_one_key_takes_about_450_a_second() -> (
+    None
+):
+    # The event item in the ingest transaction (2) and a tenth of the summary's count (2 per batch of 10).
+    assert lm.asset_key_write_units(lm.BRANCH_SINGLE.keys, lm.BRANCH) == pytest.approx(2.2)
+    result = lm.bounds(lm.BRANCH_SINGLE, lm.BRANCH, costs=lm.BRANCH_COSTS)
+    assert bound(result, "asset key writes") == pytest.approx(1_000 / 2.2)
+    # Keys-only indexes: a run writes its index entries once (not on each state change), a summary never again.
+    assert bound(result, "gsi2 RUNS") == pytest.approx(1_000.0)
+    assert bound(result, "gsi1 ASSETS") == math.inf
+
+
+def test_a_hot_asset_needs_write_shards_past_450_events_a_second_and_bigger_ingest_batches_past_5000() -> (
+    None
+):
+    assert lm.asset_shards_needed(450) == 1
+    assert lm.asset_shards_needed(500) == 2  # 2 / 2 + 0.2 = 1.2 units: 833 events/s on the busiest key
+    assert lm.asset_shards_needed(2_000) == 7  # 2 / 7 + 0.2 = 0.486 units: 2,059 events/s
+    # The summary item is not sharded: 0.2 units per event caps one asset at 5,000 events/s ...
+    assert lm.asset_shards_needed(5_000) is None
+    # ... unless the ingest batches are bigger (100 messages: 0.02 units per event)
+    assert (
+        lm.asset_shards_needed(5_000, deployment=replace(lm.BRANCH, meta_batch=100)) == 12
+    )  # 5,357 a second
+    for rate in (500, 2_000, 3_000):
+        shards = lm.asset_shards_needed(rate)
+        assert shards is not None
+        sharded = lm.bounds(lm.BRANCH_SINGLE, replace(lm.BRANCH, asset_shards=shards))
+        assert bound(sharded, "asset key writes") >= rate
+        fewer = lm.bounds(lm.BRANCH_SINGLE, replace(lm.BRANCH, asset_shards=shards - 1))
+        assert bound(fewer, "asset key writes") < rate
+
+
+def test_the_branch_plan_reaches_10000_for_a_batch_pipeline() -> None:
+    planned = lm.plan(lm.BRANCH_AND, 10_000, start=lm.BRANCH, costs=lm.BRANCH_COSTS)
+    assert planned["reached"], planned["still_short"]
+    assert planned["deployment"]["asset_shards"] > 1
+    assert any(step.startswith("ingest batches of") for step in planned["steps"])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from aws_cdk import App
+from aws_cdk.assertions import Template
 
 from assetflow.cdk.app_context import feature_flags
 from assetflow.cdk.config import ENVIRONMENTS, ConfigError, KafkaSettings
@@ -74,7 +75,7 @@ def test_watcher_queues_redrive_to_a_dlq_and_outlast_six_function_timeouts(env: 
         assert bool(queue.get("FifoQueue")) == bool(source.fifo)
 
 
-def test_kafka_mappings_bisect_retry_expire_and_dead_letter(env: Synthesised) -> None:
+def _assert_kafka_mappings(env: Synthesised) -> None:
     kafka = env.config.kafka
     watchers = _watchers(env, KafkaTopic)
     assert watchers
@@ -84,21 +85,57 @@ def test_kafka_mappings_bisect_retry_expire_and_dead_letter(env: Synthesised) ->
         assert mapping["Topics"] == [source.topic]
         assert mapping["StartingPosition"] == source.starting_position
         assert mapping["BatchSize"] == source.batch_size
-        assert mapping["BisectBatchOnFunctionError"] is True
-        assert mapping["MaximumRetryAttempts"] == kafka.retry_attempts
-        assert mapping["MaximumRecordAgeInSeconds"] == kafka.max_record_age.to_seconds()
-        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         # The failed batch itself, records and all, goes to the failures bucket (tests/infra/test_failures.py).
         assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {
             "Fn::GetAtt": [env.logical_id(env.stack.service.failures.bucket), "Arn"]
         }
-        # Lambda honours the retry settings of Kafka mappings in provisioned mode only.
-        assert mapping["ProvisionedPollerConfig"] == {
-            "MinimumPollers": kafka.min_pollers,
-            "MaximumPollers": kafka.max_pollers,
-        }
+        if kafka.provisioned:
+            assert mapping["BisectBatchOnFunctionError"] is True
+            assert mapping["MaximumRetryAttempts"] == kafka.retry_attempts
+            assert mapping["MaximumRecordAgeInSeconds"] == kafka.max_record_age.to_seconds()
+            assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            # Lambda honours the retry settings of Kafka mappings in provisioned mode only.
+            assert mapping["ProvisionedPollerConfig"] == {
+                "MinimumPollers": kafka.min_pollers,
+                "MaximumPollers": kafka.max_pollers,
+            }
+        else:
+            # On demand: no poller billed while the topic is idle, and a failed batch is retried until it
+            # succeeds (the settings that bound retries exist in provisioned mode only).
+            for setting in (
+                "ProvisionedPollerConfig",
+                "MaximumRetryAttempts",
+                "MaximumRecordAgeInSeconds",
+                "BisectBatchOnFunctionError",
+            ):
+                assert setting not in mapping, setting
         # No event-source filter: messages failing the watcher's filter are quarantined, never dropped.
         assert "FilterCriteria" not in mapping
+
+
+def test_kafka_mappings_poll_on_demand_and_dead_letter(env: Synthesised) -> None:
+    assert not env.config.kafka.provisioned  # the default: nothing billed while a topic is idle
+    assert env.config.kafka.idle_usd_per_day == 0
+    _assert_kafka_mappings(env)
+
+
+def test_provisioned_kafka_mappings_bisect_retry_expire_and_dead_letter(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    # Given an environment that asks for provisioned pollers (bounded retries, at a price)
+    base = ENVIRONMENTS["prod"]
+    config = dataclasses.replace(
+        base, name="provisioned", kafka=dataclasses.replace(base.kafka, provisioned=True)
+    )
+    assert config.kafka.idle_usd_per_day == pytest.approx(config.kafka.min_pollers * 0.185 * 24)
+    app = App(outdir=str(tmp_path / "out"), context=feature_flags(ROOT))
+    stack = AssetflowStack(
+        app, "provisioned", catalog=catalog, config=config, project_root=ROOT, build_dir=tmp_path / "build"
+    )
+    template = Template.from_stack(stack)
+    env = Synthesised(config, catalog, stack, template, template.to_json()["Resources"], [], None)
+    # Then every Kafka mapping bisects, retries, expires records and keeps its pollers
+    _assert_kafka_mappings(env)
 
 
 def test_kafka_watchers_without_a_cluster_use_the_environments_default_cluster(env: Synthesised) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from assetflow_dev import (
     client,
     processes,
 )
+from assetflow_dev.emulators import SHARED_DATABASE_FILE, STREAM_INDEX_STATS
 
 pytestmark = pytest.mark.integration
 
@@ -219,12 +221,42 @@ def test_dynamodb_local_keeps_data_across_restart_with_data_dir(tmp_path: Path) 
     assert not emulator.running
 
 
-def test_dynamodb_local_in_memory_loses_data_on_restart(tmp_path: Path) -> None:
-    with DynamoDbLocal(log_dir=tmp_path) as emulator:
+def test_dynamodb_local_without_data_dir_keeps_a_private_database_until_it_stops(tmp_path: Path) -> None:
+    emulator = DynamoDbLocal(log_dir=tmp_path)
+    with emulator:
         ddb = client("dynamodb", emulator.endpoint)
-        _create_table(ddb)
-        emulator.restart()
-        assert ddb.list_tables()["TableNames"] == []
+        name = _create_table(ddb)
+        folder = emulator.database_dir
+        emulator.restart()  # a restart keeps the data, as with a data_dir
+        assert ddb.list_tables()["TableNames"] == [name]
+    assert not folder.exists()  # stopped: its private database is gone
+    with emulator:
+        assert client("dynamodb", emulator.endpoint).list_tables()["TableNames"] == []
+
+
+def test_dynamodb_local_stream_records_are_indexed_with_planner_statistics(tmp_path: Path) -> None:
+    import sqlite3
+
+    def schema(database: Path) -> tuple[set[str], list[tuple[str, str]]]:
+        with contextlib.closing(sqlite3.connect(database)) as connection:
+            indexes = {
+                row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+            }
+            stats = connection.execute(
+                "SELECT idx, stat FROM sqlite_stat1 WHERE tbl = 'us' ORDER BY idx"
+            ).fetchall()
+        return indexes, stats
+
+    with DynamoDbLocal(log_dir=tmp_path) as emulator:
+        database = emulator.database_dir / SHARED_DATABASE_FILE
+        indexes, stats = schema(database)
+        assert {"assetflow_us_stream", "assetflow_us_shard"} <= indexes
+        assert stats == [
+            ("assetflow_us_shard", STREAM_INDEX_STATS),
+            ("assetflow_us_stream", STREAM_INDEX_STATS),
+        ]
+        emulator.restart()  # set up again on the same file: the same, once each
+        assert schema(database) == (indexes, stats)
 
 
 # -- moto -------------------------------------------------------------------------------------------------

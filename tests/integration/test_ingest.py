@@ -177,22 +177,21 @@ def test_a_redelivered_message_makes_no_second_event(ingest: Ingest) -> None:
 
 def test_a_crash_between_the_writes_and_the_response_makes_no_second_event(ingest: Ingest) -> None:
     event = fixture_event("sqs_deliveries.json")
-    real_put = ingest.store.put_event
+    real_put = ingest.store.put_events
     written: list[str] = []
 
-    def put_then_crash(*args: Any, **kwargs: Any) -> Any:
-        result = real_put(*args, **kwargs)
-        written.append(result[0].id)
-        if len(written) == 2:
-            raise Crash
-        return result
+    def put_two_then_crash(events: Any, **kwargs: Any) -> Any:
+        # As if the batch's writes had been split and the invocation died after the first part.
+        result = real_put(events[:2], **kwargs)
+        written.extend(answer.event.id for answer in result)
+        raise Crash
 
     # Given an invocation that dies after storing two of the three messages
-    ingest.deps.store.put_event = put_then_crash  # type: ignore[method-assign]
+    ingest.deps.store.put_events = put_two_then_crash  # type: ignore[method-assign]
     with pytest.raises(Crash):
         ingest.sqs(event)
     assert len(ingest.events(DELIVERIES)) == 2
-    del ingest.deps.store.put_event
+    del ingest.deps.store.put_events
 
     # When SQS delivers the whole batch again
     assert ingest.sqs(event) == {"batchItemFailures": []}

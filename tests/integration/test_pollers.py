@@ -71,6 +71,7 @@ class Faults:
 
     throttle: dict[str, int] = field(default_factory=dict)  # marker in the write -> failures left
     crash_at_write: int | None = None
+    crash_after_write: int | None = None  # the invocation dies right after this write, before answering
     writes: int = 0
 
 
@@ -95,7 +96,10 @@ class FaultyDynamoDb:
                     "Error": {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}
                 }
                 raise ClientError(error, "TransactWriteItems")
-        return self._real.transact_write_items(**kwargs)
+        answer = self._real.transact_write_items(**kwargs)
+        if faults.crash_after_write == faults.writes:
+            raise Crash
+        return answer
 
 
 class Launcher:
@@ -315,6 +319,41 @@ def test_sqs_messages_reach_the_ingest_function_as_lambda_delivers_them_and_are_
     assert (poller.stats.records, poller.stats.succeeded, poller.stats.failed_attempts) == (3, 3, 0)
 
 
+def test_an_sqs_poller_started_again_during_its_long_poll_consumes_at_once_and_once(
+    sqs_client: Any, pollers: list[Poller]
+) -> None:
+    # Given a poller stopped while its long poll waits (stop() does not wait for a parked poll)
+    url, arn = make_queue(sqs_client, f"restart-{uuid.uuid4().hex[:8]}")
+    handler = Recorder(lambda event, context: {"batchItemFailures": []})
+    poller = start(
+        pollers,
+        SqsPoller(
+            name="restart",
+            sqs=sqs_client,
+            queue_url=url,
+            queue_arn=arn,
+            handler=handler,
+            function_name="f",
+            wait_seconds=3,
+        ),
+    )
+    assert poller.wait_ready(10)
+    eventually(lambda: poller.idle, what="the long poll to park")
+    poller.stop()
+
+    # When it is started again at once and a message comes
+    poller.start()
+    sqs_client.send_message(QueueUrl=url, MessageBody=json.dumps({"n": 1}))
+
+    # Then the message is handled once, and once the old long poll ended only the new worker polls
+    eventually(lambda: len(handler.events) == 1, what="the message")
+    time.sleep(4)
+    assert len(handler.events) == 1
+    assert queue_counts(sqs_client, url) == (0, 0)
+    polling = [t for t in threading.enumerate() if t.name.startswith("poller-restart")]
+    assert [t.name for t in polling] == ["poller-restart-g2"]
+
+
 def test_a_failing_message_comes_back_alone_and_lands_in_the_dead_letter_queue(
     sqs_client: Any, dynamodb_local: DynamoDbLocal, store_table: str, tmp_path: Path, pollers: list[Poller]
 ) -> None:
@@ -373,8 +412,8 @@ def test_a_crash_mid_batch_loses_nothing_and_stores_nothing_twice(
     sqs_client.send_message_batch(
         QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": json.dumps({"order": n})} for n in range(4)]
     )
-    # Given an invocation that dies at its third write, after some messages were stored
-    deps.faults.crash_at_write = 3
+    # Given an invocation that dies right after its (batched) write stored the messages, before answering
+    deps.faults.crash_after_write = 1
     handler = sqs_handler(deps)
 
     poller = start(
@@ -412,7 +451,9 @@ def test_a_fifo_queue_keeps_its_order_across_a_failure(
         sqs_client.send_message(
             QueueUrl=url, MessageBody=json.dumps({"order": f"{run}-{n}"}), MessageGroupId="g"
         )
-    deps.faults.throttle[f"{run}-1"] = 1  # the second message fails once
+    # The second message's write fails as long as it is tried in this invocation: with the whole batch, with
+    # its half, alone (a throttled batch is halved until the refused part is alone).
+    deps.faults.throttle[f"{run}-1"] = 3
     handler = sqs_handler(deps)
 
     poller = start(
@@ -613,6 +654,38 @@ def test_a_reported_stream_failure_is_retried_from_that_record(
     # (the records after a reported failure come again with it, as Lambda retries from the checkpoint)
     assert Counter(processed) == {"k0": 1, "k1": 1, "k2": 1, "k3": 3, "k4": 3, "k5": 1}
     assert (poller.stats.failed_attempts, poller.stats.dead_lettered) == (6, 0)
+
+
+def test_a_filtering_stream_poller_batches_what_its_filter_keeps_and_moves_past_the_rest(
+    dynamodb_client: Any, dynamodb_streams_client: Any, plain_table: tuple[str, str], pollers: list[Poller]
+) -> None:
+    """As Lambda filters a stream: refused records never reach the function, kept ones fill its batches."""
+    table, stream_arn = plain_table
+    keys = [f"{'keep' if n % 3 == 0 else 'drop'}{n:02d}" for n in range(30)]
+    put_keys(dynamodb_client, table, keys)
+    handler = Recorder(lambda event, context: {"batchItemFailures": []})
+    poller = start(
+        pollers,
+        StreamPoller(
+            name="filtered",
+            streams=dynamodb_streams_client,
+            stream_arn=stream_arn,
+            handler=handler,
+            function_name="f",
+            batch_size=4,
+            accept=lambda record: key_of(record).startswith("keep"),
+        ),
+    )
+    kept = [k for k in keys if k.startswith("keep")]
+    eventually(lambda: poller.idle and sum(len(e["Records"]) for e in handler.events) == len(kept))
+    assert [key_of(r) for e in handler.events for r in e["Records"]] == kept
+    assert [len(e["Records"]) for e in handler.events] == [4, 4, 2]
+    # The checkpoint is past the last record read, kept or not: a resumed shard reads none of them again.
+    (shard,) = poller._shards.values()
+    assert shard.checkpoint == shard.read_up_to
+    put_keys(dynamodb_client, table, ["drop99", "keep99"])
+    eventually(lambda: key_of(handler.events[-1]["Records"][-1]) == "keep99", what="the next kept record")
+    assert [key_of(r) for r in handler.events[-1]["Records"]] == ["keep99"]
 
 
 def test_a_poison_record_is_bisected_out_and_sent_to_on_failure(

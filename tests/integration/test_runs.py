@@ -123,6 +123,7 @@ def world(dynamodb_client: Any, s3_client: Any, emr_serverless_client: Any) -> I
         events_table=store.table,
         region=LOCAL_REGION,
         path_map={"s3://lake/": "/tmp/lake/"},
+        inline_contexts=False,  # these tests read the context from S3 (small ones travel inline otherwise)
     )
     clock = Clock()
     evaluator = Evaluator(

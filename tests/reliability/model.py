@@ -39,7 +39,7 @@ from assetflow_dev import LOCAL_CLIENT_KWARGS, LOCAL_REGION
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 #: The deployed stream event source's batch size (``assetflow.cdk.config.EnvironmentConfig.stream_batch_size``).
-STREAM_BATCH_SIZE = 25
+STREAM_BATCH_SIZE = 100
 #: The production stream retry budget (``assetflow.cdk.config``: 3 in prod, 5 in dev). A record failed more often
 #: than this goes to the on-failure destination, and its event is never evaluated.
 STREAM_RETRY_ATTEMPTS = 3
@@ -202,17 +202,26 @@ def replay(catalog: Mapping[str, Any], applied: Sequence[Applied]) -> list[str]:
         queued: list[tuple[str, str, tuple[str, ...], str]] = []
         ever: set[str] = set()
         for a in history:
+            model_runs: list[tuple[str, ...]] = []
+            if (
+                doc["batch"]
+                and queued
+                and holds(cond, {e[1] for e in queued}, {x for e in queued for x in e[2]})
+            ):
+                model_runs.append(tuple(sorted(e[0] for e in queued)))  # what a freed slot releases
+                queued = []
             for entry in a.added:
                 if entry[0] in ever:
                     violations.append(f"{pid}/{key}: event {entry[0]} queued twice (version {a.before})")
                 ever.add(entry[0])
                 queued.append(entry)
-            model_runs: list[tuple[str, ...]] = []
-            if doc["batch"]:
-                if queued and holds(cond, {e[1] for e in queued}, {x for e in queued for x in e[2]}):
+                # A transition may queue several arrivals (a stream batch): each is judged as it arrives,
+                # in the order the transition lists them (the stream's), and makes a run the moment the
+                # condition holds.
+                if doc["batch"] and holds(cond, {e[1] for e in queued}, {x for e in queued for x in e[2]}):
                     model_runs.append(tuple(sorted(e[0] for e in queued)))
                     queued = []
-            else:
+            if not doc["batch"]:
                 for entry in sorted(queued, key=lambda e: (e[3], e[0])):
                     model_runs.append((entry[0],))
                 queued = []
@@ -289,7 +298,7 @@ def check_store(
     - ``batch=False`` pipelines make exactly one run per routed event;
     - every run was accepted by the launcher (by default: the run recorded a job run id), and the active-run
       counter equals the runs not yet ended (``runs_end``: the runs were moved to a final state, the counter
-      is 0).
+      is 0). Only pipelines with ``max_active_runs`` keep the counter; the others' is 0.
     """
     check = StoreCheck()
     bad = check.violations
@@ -372,7 +381,10 @@ def check_store(
             outcome.expected_runs = outcome.routed
             if sum(1 for r in runs if r.scheduled_time is None) != outcome.routed:
                 bad.append(f"{pid}: {outcome.runs} runs for {outcome.routed} events (batch=False: one each)")
-        active = 0 if runs_end else sum(1 for r in runs if r.state.active)
+        # Only a pipeline with max_active_runs keeps the counter (nothing else reads it).
+        active = (
+            0 if runs_end or doc.get("max_active_runs") is None else sum(1 for r in runs if r.state.active)
+        )
         if store.active_runs(pid) != active:
             bad.append(f"{pid}: the active-run counter is {store.active_runs(pid)}, not {active}")
     return check
@@ -425,7 +437,7 @@ class CountingClient:
 
 
 class InjectedConflicts:
-    """A DynamoDB client that cancels the transactions ``decide`` picks with ``TransactionConflict``, unrun.
+    """A DynamoDB client that cancels the transactions (and refuses the updates) ``decide`` picks, unrun.
 
     DynamoDB does this when two transactions touch one item at once; DynamoDB Local serialises transactions
     and never does (measured: no TransactionConflict in any run of this suite), so the suite injects them.
@@ -439,6 +451,18 @@ class InjectedConflicts:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        """Run the update, or refuse it as DynamoDB refuses a write to an item a transaction holds.
+
+        ``decide`` sees it as ``{"UpdateItem": request}`` (``random_conflicts`` leaves single writes alone).
+        """
+        if self._decide({"UpdateItem": kwargs}):
+            with self._lock:
+                self.injected += 1
+            error = {"Error": {"Code": "TransactionConflictException", "Message": "injected"}}
+            raise ClientError(error, "UpdateItem")
+        return self._real.update_item(**kwargs)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         """Run the transaction, or cancel it as a lost race."""
@@ -464,7 +488,9 @@ def random_conflicts(rate: float, seed: int) -> Callable[[Mapping[str, Any]], bo
     rng = random.Random(seed)
     lock = threading.Lock()
 
-    def decide(_: Mapping[str, Any]) -> bool:
+    def decide(request: Mapping[str, Any]) -> bool:
+        if "UpdateItem" in request:
+            return False
         with lock:
             return rng.random() < rate
 
@@ -893,6 +919,15 @@ class EvaluatorPool:
                     self._send(batch)
                 else:
                     self._after[first] = batch
+
+    def deliver_at_once(self, records: Sequence[dict[str, Any]], *, copies: int, batch_size: int) -> None:
+        """Hand each batch of ``records`` over ``copies`` times at once: that many invocations race on it."""
+        self.figures.records += len(records)
+        for start in range(0, len(records), batch_size):
+            batch = list(records[start : start + batch_size])
+            for _ in range(copies):
+                self._send(batch)
+            self.figures.redelivered_batches += copies - 1
 
     def _send(self, batch: list[dict[str, Any]]) -> int:
         delivery = next(self._ids)

@@ -20,7 +20,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -52,6 +52,7 @@ from assetflow.functions import (
     handle_schedule_tick,
     handle_sqs_messages,
 )
+from assetflow.ports import Written
 from assetflow_dev import (
     LOCAL_ACCOUNT_ID,
     LOCAL_KAFKA_CONSUMER_TIMEOUTS,
@@ -189,6 +190,23 @@ class Runtime:
                 return stored, created
 
             deps.store.put_event = put  # type: ignore[method-assign]
+            real_puts = deps.store.put_events
+
+            def puts(events: Sequence[tuple[AssetEvent, str | None]], **kwargs: Any) -> list[Any]:
+                # Ingest writes a batch at once: it dies before the batch's first doomed event (what
+                # precedes it written, as if the batch had been split there), or after the whole write.
+                for n, (event, _) in enumerate(events):
+                    if before and before(event):
+                        if n:
+                            real_puts(events[:n], **kwargs)
+                        raise Crash(f"before writing event {event.id}")
+                answers = real_puts(events, **kwargs)
+                for answer in answers:
+                    if after and isinstance(answer, Written) and after(answer.event, answer.created):
+                        raise Crash(f"after writing event {answer.event.id}, before the answer")
+                return answers
+
+            deps.store.put_events = puts  # type: ignore[method-assign]
         return deps
 
     def replace(self, role: str) -> None:
@@ -639,7 +657,10 @@ def test_an_evaluator_crash_between_the_transaction_and_the_submission_loses_no_
     # Then every run was submitted and ran once, whatever the crash left behind (on moto, which ignores
     # StartJobRun's clientToken, a resubmission from a fresh container starts a stray second job: its state
     # changes are ignored; EMR itself would answer with the first job)
-    assert budget["crashes"] == 0 and runtime.figures["evaluator crashes"] == 3
+    # (a batch's runs are submitted in parallel: one dying container may take several of the three
+    # StartJobRun calls with it)
+    crashes = runtime.figures["evaluator crashes"]
+    assert budget["crashes"] == 0 and (crashes == 3 if where == "after-transaction" else 1 <= crashes <= 3)
     summary = assert_recovered(runtime, orders, sent)
     name = where + ("-state-first" if states_first else "")
     print(f"\nfault evaluator-crash-{name}: {summary}")
@@ -900,7 +921,8 @@ def test_a_lost_race_while_recovering_a_job_run_id_does_not_lose_the_jobs_final_
     budget = {"crashes": 1, "conflicts": 1}
 
     def lose_the_race(request: Any) -> bool:
-        if budget["conflicts"] > 0 and "JOBRUN#" in json.dumps(request):
+        # The write that records the recovered job run id on the run (a conditional update of the run item)
+        if budget["conflicts"] > 0 and "SET job_run_id = :j" in json.dumps(request):
             budget["conflicts"] -= 1
             return True
         return False

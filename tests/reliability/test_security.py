@@ -40,7 +40,7 @@ import pytest
 
 from assetflow import Asset, AssetUriError, AssetWatcher, Catalog, KafkaTopic, Pipeline, SparkJob, SqsQueue
 from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.adapters.emr import context_uri, outlet_metadata_uri
+from assetflow.adapters.emr import outlet_metadata_uri
 from assetflow.composition import Dependencies, Settings
 from assetflow.functions import (
     handle_api,
@@ -53,6 +53,7 @@ from assetflow_dev import LOCAL_ACCOUNT_ID, LOCAL_REGION, DynamoDbLocal, MotoSer
 from assetflow_dev.api_server import LocalApiServer
 from assetflow_dev.cli import main as cli
 from assetflow_job.contract import DOCUMENT_VERSION, OUTLET_METADATA_FORMAT
+from assetflow_job.storage import read_bytes
 from tests.integration.test_evaluator_handler import stream_event
 
 pytestmark = pytest.mark.slow
@@ -500,8 +501,12 @@ def test_the_evaluator_and_the_job_state_handler_log_no_extras(world: World, log
     TALLY["handlers"] += 2 + len(answers)
 
     # Then the context the jobs read and the outlet events carry the extras, and the logs none of it
-    bucket, key = _bucket_and_key(context_uri(settings.runs_bucket or "", ETL.id, runs[0]["run_id"]))
-    assert PASSWORD in world.s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    # (a small context travels inline, in the job's arguments; a large one through S3)
+    job = world.deps.client("emr-serverless").get_job_run(
+        applicationId=settings.emr_application_id, jobRunId=runs[0]["job_run_id"]
+    )["jobRun"]
+    argument = job["jobDriver"]["sparkSubmit"]["entryPointArguments"][-1]
+    assert PASSWORD in read_bytes(argument, s3_client=world.s3).decode()
     assert all(
         a["status"] == "recorded" and len(a["emitted"]) == 1 and len(a["refused"]) == 2 for a in answers
     )

@@ -290,7 +290,8 @@ def test_run_reads_sys_argv_by_default(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(sys, "argv", ["job.py", "--assetflow-context", str(path), "--x"])
     with run() as ctx:
         assert ctx.args == ["--x"]
-    assert json.loads(metadata.read_text())["events"] == []
+    # Nothing emitted: no outlet metadata to write (the declared outlets are emitted without extras)
+    assert not metadata.exists()
 
 
 # --- path mapping ---------------------------------------------------------------------------------

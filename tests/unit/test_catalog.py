@@ -741,3 +741,57 @@ def test_a_document_with_every_new_shape_round_trips() -> None:
     assert rebuilt.aliases["out"].group == "exports"
     assert doc["pipelines"]["ops"]["debounce_seconds"] == 30.0
     assert doc["pipelines"]["parts"]["partitioned"] is True
+
+
+# ---- loop detection: linear, and the same answers as the plain fixpoint ------------------------------------
+
+
+def _fixpoint(pipelines: dict[str, Pipeline], with_aliases: bool) -> set[str]:
+    """The definition of a self-sustaining set, computed the slow, obvious way (round after round)."""
+    alive = set(pipelines)
+    while True:
+        dropped = set()
+        for pid in alive:
+            pipeline = pipelines[pid]
+            feeders = [pipelines[q] for q in alive if pipelines[q].partitioned == pipeline.partitioned]
+            assets = {o.uri for q in feeders for o in q.outlets if isinstance(o, Asset)}
+            aliases = (
+                {o.name for q in feeders for o in q.outlets if isinstance(o, AssetAlias)}
+                if with_aliases
+                else set()
+            )
+            if not pipeline.condition.feeds(frozenset(assets), frozenset(aliases), sure=not with_aliases):
+                dropped.add(pid)
+        if not dropped:
+            return alive
+        alive -= dropped
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shapes=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 7), min_size=1, max_size=3),  # the assets a pipeline's schedule names
+            st.booleans(),  # all of them (&) or any (|)
+            st.lists(st.integers(0, 7), max_size=2),  # the assets it produces
+            st.booleans(),  # whether it adds to alias "al" too
+            st.booleans(),  # partition-aware
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    with_aliases=st.booleans(),
+)
+def test_loop_detection_matches_the_plain_fixpoint(shapes: list[Any], with_aliases: bool) -> None:
+    assets = [Asset(f"x-loop://a{n}") for n in range(8)]
+    alias = AssetAlias("al")
+    pipelines: dict[str, Pipeline] = {}
+    for n, (names, all_of, produced, adds_alias, partitioned) in enumerate(shapes):
+        leaves = [assets[i] for i in dict.fromkeys(names)] + ([alias] if n % 3 == 0 else [])
+        condition = (AssetAll if all_of else AssetAny)(*leaves) if len(leaves) > 1 else leaves[0]
+        schedule = PartitionedAssetSchedule(condition, DailyMapper()) if partitioned else condition
+        outlets = [assets[i] for i in dict.fromkeys(produced)] + ([alias] if adds_alias else [])
+        pipelines[f"p{n}"] = Pipeline(
+            f"p{n}", schedule=schedule, job=SparkJob("spark_jobs/job.py"), outlets=outlets
+        )
+    assert Catalog._self_sustaining(pipelines, with_aliases) == _fixpoint(pipelines, with_aliases)

@@ -41,6 +41,7 @@ from assetflow_job import AssetEvent as JobEvent
 from assetflow_job import ExtraReferenceError as JobExtraReferenceError
 from assetflow_job import ExtraResolver, RunContext
 from assetflow_job.contract import REF_KEY
+from tests.unit.fakes import put_events_one_by_one
 
 NOW = datetime(2026, 11, 21, 10, 15, 0, 123456, tzinfo=UTC)
 BUCKET = "runs-bucket"
@@ -278,6 +279,9 @@ class FakeStore:
 
     def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
         return self.events.get(dedupe_key)
+
+    def put_events(self, events: Any, *, now: datetime, lanes: Any = None) -> Any:
+        return put_events_one_by_one(self, events, now=now, lanes=lanes)
 
     def quarantine(self, **fields: Any) -> bool:
         raise AssertionError(f"unexpected quarantine: {fields['reason']}")

@@ -33,6 +33,7 @@ from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES as MAX_EXTRA_BYTES
 from assetflow.core.limits import MAX_PAYLOAD_DEPTH, MAX_QUARANTINE_BODY_BYTES
 from assetflow.ports import Accepted, Quarantined
 from assetflow.usecases.ingest import Ingest
+from tests.unit.fakes import put_events_one_by_one
 
 NOW = datetime(2026, 11, 21, 10, 15, 0, 123456, tzinfo=UTC)
 REGION_ACCOUNT = "us-east-1:123456789012"
@@ -703,6 +704,9 @@ class FakeStore:
             return self.events[dedupe_key], False
         self.events[dedupe_key] = event
         return event, True
+
+    def put_events(self, events: Any, *, now: datetime, lanes: Any = None) -> Any:
+        return put_events_one_by_one(self, events, now=now, lanes=lanes)
 
     def quarantine(self, *, identity: str, **fields: Any) -> bool:
         if identity in self.quarantined:

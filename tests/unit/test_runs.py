@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -14,6 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+import assetflow_job
 from assetflow import Asset, AssetAlias, AssetOrTimeSchedule, Pipeline, SparkJob
 from assetflow.adapters.emr import (
     CLIENT_TOKEN_MAX,
@@ -105,7 +107,7 @@ class FakeStore:
         if run_id not in self.runs:
             raise NotFoundError(run_id)
         run = self.runs[run_id]
-        if not can_transition(run.state, new):
+        if not can_transition(run.state, new) or (job_run_id and run.job_run_id not in (None, job_run_id)):
             return run, False
         self.runs[run_id] = replace(run, state=new)
         return self.runs[run_id], True
@@ -213,7 +215,11 @@ def test_each_emr_job_state_maps_to_a_run_state(emr_state: str, expected: RunSta
     change = states.handle_state_change("job1", emr_state, APP)
 
     assert change.state is expected
-    assert store.runs[change.run_id].state is expected  # type: ignore[index]
+    if expected is RunState.QUEUED:
+        # Every run is created queued and never moves back: nothing to read, nothing to write.
+        assert change.ignored and not change.moved and change.run_id is None
+    else:
+        assert store.runs[change.run_id].state is expected  # type: ignore[index]
 
 
 @pytest.mark.parametrize("emr_state", ["CANCELLING", "EXPLODED", ""])
@@ -386,7 +392,7 @@ def test_success_emits_the_outlets_with_the_runs_source_and_partition_key() -> N
     }
     assert {e.partition_key for e in change.emitted} == {"2026-11-21"}
     assert [e.sort_key for e in change.emitted] == sorted(e.sort_key for e in change.emitted)
-    assert evaluator.released == [ETL.id]
+    assert evaluator.released == []  # no max_active_runs: nothing waits for a slot
     assert evaluator.bus.published == [
         ("AssetAliasCreated", {"alias": BY_REGION.name, "uri": "s3://lake/regions/eu", "run_id": run.run_id}),
         ("AssetAliasCreated", {"alias": AUDIT.name, "uri": "s3://lake/regions/eu", "run_id": run.run_id}),
@@ -440,7 +446,39 @@ def test_a_failed_or_cancelled_run_emits_nothing_but_frees_its_slot(emr_state: s
 
     assert change.moved and change.emitted == [] and store.events == {}
     assert states.outputs._s3.reads == 0  # type: ignore[attr-defined]
-    assert evaluator.released == [ETL.id]
+    assert evaluator.released == []  # no max_active_runs: nothing waits for a slot
+
+
+@pytest.mark.parametrize("emr_state", ["SUCCESS", "FAILED", "CANCELLED"])
+def test_the_end_of_a_run_releases_a_pipeline_held_at_its_max_active_runs(emr_state: str) -> None:
+    held = Pipeline("held", schedule=[RAW], job=SparkJob("spark_jobs/etl.py"), max_active_runs=1)
+    run = replace(a_run(RunState.RUNNING), pipeline=held.id)
+    states, _, evaluator = service(run)
+    states.catalog = Catalog.build([ETL, held])
+
+    change = states.handle_state_change("job1", emr_state, APP)
+
+    assert change.moved and evaluator.released == [held.id]
+
+
+def test_a_job_named_after_its_run_is_found_without_a_lookup() -> None:
+    run = a_run()
+    states, store, _ = service(run)
+    store.jobs.clear()  # no way back from the job run id: the name must do
+
+    change = states.handle_state_change("job1", "RUNNING", APP, job_run_name=run.run_id)
+
+    assert change.moved and change.run_id == run.run_id and store.runs[run.run_id].state is RunState.RUNNING
+
+
+def test_a_job_named_after_a_run_that_is_not_its_own_moves_nothing() -> None:
+    run = a_run()
+    states, store, _ = service(run)  # the run's job is job1
+
+    change = states.handle_state_change("stray", "SUCCESS", APP, job_run_name=run.run_id)
+
+    assert change.ignored == "job run not started by assetflow" and not change.moved
+    assert store.runs[run.run_id].state is RunState.QUEUED
 
 
 def test_metadata_of_another_run_or_version_is_refused_and_the_declared_outlets_still_emit() -> None:
@@ -517,7 +555,7 @@ def test_the_client_token_is_deterministic_and_fits_emrs_limits(run_id: str) -> 
 def test_the_job_request_names_the_run_resolves_code_and_appends_the_context_argument() -> None:
     run = a_run()
 
-    request = launcher().job_request(run, ETL)
+    request = launcher(inline_contexts=False).job_request(run, ETL)
 
     context = f"s3://{BUCKET}/runs/{ETL.id}/{run.run_id}/context.json"
     assert request["clientToken"] == client_token(run.run_id)
@@ -531,7 +569,76 @@ def test_the_job_request_names_the_run_resolves_code_and_appends_the_context_arg
     assert request["configurationOverrides"]["applicationConfiguration"] == [
         {"classification": "spark-defaults", "properties": {"spark.executor.memory": "2g"}}
     ]
-    assert request == launcher().job_request(run, ETL)  # every attempt sends the same request
+    assert request == launcher(inline_contexts=False).job_request(run, ETL)  # every attempt: the same request
+
+
+class CountingS3:
+    def __init__(self) -> None:
+        self.puts: list[str] = []
+
+    def put_object(self, *, Bucket: str, Key: str, Body: bytes, ContentType: str) -> dict[str, Any]:  # noqa: N803
+        self.puts.append(f"s3://{Bucket}/{Key}")
+        return {}
+
+
+class StartedEmr:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+
+    def start_job_run(self, **request: Any) -> dict[str, Any]:
+        self.requests.append(request)
+        return {"jobRunId": f"job-{len(self.requests)}"}
+
+
+def test_a_small_context_travels_in_the_job_arguments_and_a_large_one_through_s3() -> None:
+    # Given a launcher, a run of one small event and a run of events too large for an argument
+    s3, emr = CountingS3(), StartedEmr()
+    submitter = launcher(emr, s3)
+    small = a_run()
+    large = replace(
+        a_run(),
+        run_id="run-large",
+        triggering_asset_events={
+            RAW.uri: tuple(raw_event(n, at=T0 + timedelta(seconds=n)) for n in range(60))
+        },
+    )
+    large = replace(
+        large,
+        triggering_asset_events={
+            RAW.uri: tuple(
+                replace(e, extra={"blob": "x" * 200}) for e in large.triggering_asset_events[RAW.uri]
+            )
+        },
+    )
+
+    # When both are submitted
+    submitter.submit(small, ETL)
+    submitter.submit(large, ETL)
+
+    # Then the small one's context is the argument itself (no S3 PUT), readable by the job as it is,
+    # and the large one's is an S3 object
+    small_args = emr.requests[0]["jobDriver"]["sparkSubmit"]["entryPointArguments"]
+    assert small_args[-1].startswith("data:application/json;base64,")
+    assert len(small_args[-1]) <= 10_000
+    loaded = assetflow_job.load_context(small_args[-1])
+    assert loaded.run_id == small.run_id and [e.id for e in loaded.triggering_asset_events[RAW.uri]] == [
+        e.id for e in sorted(small.triggering_asset_events[RAW.uri], key=lambda e: e.sort_key)
+    ]
+    large_args = emr.requests[1]["jobDriver"]["sparkSubmit"]["entryPointArguments"]
+    assert large_args[-1] == f"s3://{BUCKET}/runs/{ETL.id}/run-large/context.json"
+    assert s3.puts == [large_args[-1]]
+
+
+def test_the_context_tells_the_job_how_sharded_assets_spread_their_events() -> None:
+    # Given a deployment that spreads a hot asset's events over four partitions
+    emr = StartedEmr()
+    launcher(emr, CountingS3(), event_shards={RAW.uri: 4, "s3://lake/cold": 1}).submit(a_run(), ETL)
+
+    # Then the job's reader is told (an unsharded asset is not mentioned), and reads each partition
+    argument = emr.requests[0]["jobDriver"]["sparkSubmit"]["entryPointArguments"][-1]
+    document = json.loads(base64.b64decode(argument.split("base64,", 1)[1]))
+    assert document["events_table"]["shards"] == {RAW.uri: 4}
+    assert assetflow_job.load_context(argument).run_id == a_run().run_id
 
 
 def test_s3_entry_points_pass_as_they_are_and_own_py_files_are_kept() -> None:
@@ -644,7 +751,7 @@ def test_a_refused_context_upload_is_a_rejected_submission_and_no_job_starts() -
     s3_stub.add_client_error("put_object", service_error_code="NoSuchBucket", http_status_code=404)
 
     with emr_stub, s3_stub, pytest.raises(SubmissionRejectedError, match="PutObject"):
-        launcher(emr, s3).submit(a_run(), ETL)
+        launcher(emr, s3, inline_contexts=False).submit(a_run(), ETL)
     emr_stub.assert_no_pending_responses()
 
 

@@ -410,3 +410,62 @@ def test_state_machine_matches_the_reference_model(
     assert sorted(consumed + queued) == sorted({ev.id for _, ev, _ in sent})
     if limit is not None:
         assert len(store.active) <= limit
+
+
+# ---- a stream batch of arrivals in one transition --------------------------------------------------------
+
+
+def test_arrivals_in_one_transition_make_the_runs_they_make_one_by_one() -> None:
+    pipeline = Pipeline("both", schedule=A & B, job=JOB)
+    arrivals = [QueueEntry(event(asset, n)) for n, asset in enumerate([A, B, A, A, B, A], start=1)]
+    t = advance(pipeline, QueueState("both"), active_runs=0, now=T0, entries=arrivals)
+    assert [[e.id for e in r.triggering_events] for r in t.runs] == [
+        ["e00001", "e00002"],
+        ["e00003", "e00004", "e00005"],
+    ]
+    assert [e.event.id for e in t.after.entries] == ["e00006"]
+    assert len({r.run_id for r in t.runs}) == 2
+    assert t.after.version == 1
+
+
+def test_arrivals_wait_together_while_no_slot_is_free() -> None:
+    pipeline = Pipeline("both", schedule=A & B, job=JOB, max_active_runs=1)
+    arrivals = [QueueEntry(event(asset, n)) for n, asset in enumerate([A, B, A, B], start=1)]
+    t = advance(pipeline, QueueState("both"), active_runs=0, now=T0, entries=arrivals)
+    assert [[e.id for e in r.triggering_events] for r in t.runs] == [["e00001", "e00002"]]
+    assert [e.event.id for e in t.after.entries] == ["e00003", "e00004"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cond=conditions(),
+    batch=st.booleans(),
+    picks=st.lists(st.integers(0, 3), max_size=40),
+    cuts=st.lists(st.integers(1, 8), min_size=1, max_size=40),
+)
+def test_chunked_arrivals_make_the_same_runs_as_single_arrivals(
+    cond: Condition, batch: bool, picks: list[int], cuts: list[int]
+) -> None:
+    if not batch and not cond.is_any_of_leaves():
+        batch = True
+    pipeline = Pipeline("p", schedule=cond, job=JOB, batch=batch)
+    uses_alias = any(True for _ in cond.iter_aliases())
+    entries = []
+    for n, pick in enumerate(picks):
+        asset = (*POOL_ASSETS, Asset("x-test://d"))[pick]
+        aliases = ("x",) if asset.uri.endswith("//d") and uses_alias else ()
+        entries.append(QueueEntry(event(asset, n), aliases))
+    one_by_one, chunked = Store(pipeline), Store(pipeline)
+    for entry in entries:
+        one_by_one.step(entries=[entry])
+    start, sizes = 0, iter(cuts * 40)
+    while start < len(entries):
+        size = next(sizes)
+        chunked.step(entries=entries[start : start + size])
+        start += size
+
+    def runs(store: Store) -> list[tuple[str, ...]]:
+        return [tuple(e.id for e in r.triggering_events) for r in store.runs]
+
+    assert runs(chunked) == runs(one_by_one)
+    assert [e.event.id for e in chunked.queue().entries] == [e.event.id for e in one_by_one.queue().entries]

@@ -16,11 +16,13 @@ from botocore.exceptions import ClientError
 from assetflow.adapters.dynamodb.runs import run_put
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
+    TRANSACTION_MAX,
     DynamoDbTable,
     entry_sk,
     epoch_seconds,
     generation_prefix,
     num_attr,
+    plain_item,
     plain_value,
     queue_pk,
     str_attr,
@@ -30,6 +32,7 @@ from assetflow.core.events import AssetEvent, format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import MAX_APPEND, QueueHead, QueueSummary, StoredQueue
 from assetflow.core.scheduler import QueueEntry, QueueState, Transition
+from assetflow.ports import QueueSnapshot, TransitionTooLargeError
 
 
 def _head_condition(version: int) -> str:
@@ -42,7 +45,39 @@ class DynamoDbQueueStore(DynamoDbTable):
 
     def read_queue_head(self, pipeline: str, key: str = "") -> QueueHead:
         """A queue's head item (one consistent read), without its entries."""
-        head = self._get(f"PIPELINE#{pipeline}", f"QUEUE#{key}") or {}
+        return self._head(pipeline, key, self._get(f"PIPELINE#{pipeline}", f"QUEUE#{key}") or {})
+
+    def read_queue_snapshots(
+        self, wanted: Sequence[tuple[str, str, Sequence[str]]]
+    ) -> dict[tuple[str, str], QueueSnapshot]:
+        """Heads, active-run counters and seen markers of many queues, batched.
+
+        One consistent BatchGetItem per 100 keys: a queue's head, its pipeline's counter and a seen marker per
+        asked-for event.
+        """
+        keys: list[dict[str, Any]] = []
+        for pipeline, key, event_ids in wanted:
+            keys.append({"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(f"QUEUE#{key}")})
+            keys += [
+                {"pk": str_attr(queue_pk(pipeline, key)), "sk": str_attr(f"SEEN#{i}")} for i in event_ids
+            ]
+        pipelines = sorted({p for p, _, _ in wanted})
+        keys += [{"pk": str_attr(f"PIPELINE#{p}"), "sk": str_attr("#ACTIVE")} for p in pipelines]
+        found = self._batch_get(keys)
+        answers: dict[tuple[str, str], QueueSnapshot] = {}
+        for pipeline, key, event_ids in wanted:
+            head = found.get((f"PIPELINE#{pipeline}", f"QUEUE#{key}"))
+            active = found.get((f"PIPELINE#{pipeline}", "#ACTIVE"))
+            partition = queue_pk(pipeline, key)
+            answers[(pipeline, key)] = QueueSnapshot(
+                head=self._head(pipeline, key, plain_item(head) if head else {}),
+                active_runs=int(plain_item(active).get("active", 0)) if active else 0,
+                seen=frozenset(i for i in event_ids if (partition, f"SEEN#{i}") in found),
+            )
+        return answers
+
+    @staticmethod
+    def _head(pipeline: str, key: str, head: dict[str, Any]) -> QueueHead:
         version = int(head.get("version", 0))
         last_tick = head.get("last_tick")
         summary = None
@@ -69,7 +104,11 @@ class DynamoDbQueueStore(DynamoDbTable):
             head = self.read_queue_head(pipeline, key)
         generation = head.generation
         entries = tuple(
-            QueueEntry(AssetEvent.from_json(json.loads(i["event"]["S"])), tuple(plain_value(i["aliases"])))
+            QueueEntry(
+                AssetEvent.from_json(json.loads(i["event"]["S"])),
+                tuple(plain_value(i["aliases"])),
+                tuple(plain_value(i["wheres"])) if "wheres" in i else (),
+            )
             for i in self._query(
                 KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
                 ExpressionAttributeValues={
@@ -134,20 +173,33 @@ class DynamoDbQueueStore(DynamoDbTable):
         if not t.changed:
             return
         partition = queue_pk(pipeline.id, t.before.key)
-        batch_consumed = pipeline.batch and bool(t.consumed)
-        generation = stored.generation + 1 if batch_consumed else stored.generation
+        # A batch run consumes a generation of the queue: the n-th batch run of a transition consumes
+        # generation g + n (the first one also what was queued before), and what stays goes to the next.
+        event_runs = [r for r in t.runs if r.scheduled_time is None] if pipeline.batch else []
+        generation_of: dict[str, int] = {}
+        for n, run in enumerate(event_runs):
+            generation_of.update((e.id, stored.generation + n) for e in run.triggering_events)
+        generation = stored.after(pipeline, t).generation
+        counted = pipeline.max_active_runs is not None
         writes = [self._head_write(pipeline.id, t, generation)]
-        writes += self._entry_changes(pipeline, partition, stored.generation, t)
-        writes += [
-            {"Put": run_put(self.table, run, partition, stored.generation, pipeline.batch)} for run in t.runs
-        ]
+        writes += self._entry_changes(pipeline, partition, stored.generation, t, generation, generation_of)
+        for run in t.runs:
+            if pipeline.batch and run.scheduled_time is None:
+                trigger = {
+                    "queue": partition,
+                    "prefix": generation_prefix(stored.generation + event_runs.index(run)),
+                }
+            else:
+                trigger = self.trigger_refs(run)
+            writes.append({"Put": run_put(self.table, run, trigger, counted=counted)})
         # The core's decision after the runs it made: still due but for a free slot (Airflow #56050's case).
         held = t.blocked_by == "max_active_runs"
-        if t.runs or held:
+        if (t.runs and counted) or held:
             writes.append(self._active_runs_write(pipeline, len(t.runs), held=held))
-        if len(writes) > 100:
-            raise ValueError(
-                f"a transition of {len(writes)} writes exceeds DynamoDB's 100; feed fewer entries at once"
+        if len(writes) > TRANSACTION_MAX:
+            raise TransitionTooLargeError(
+                f"a transition of {len(writes)} writes exceeds DynamoDB's {TRANSACTION_MAX}; "
+                "feed fewer entries at once"
             )
         self._call("transact_write_items", TransactItems=writes)
 
@@ -179,15 +231,39 @@ class DynamoDbQueueStore(DynamoDbTable):
         }
 
     def _entry_changes(
-        self, pipeline: Pipeline, partition: str, generation: int, t: Transition
+        self,
+        pipeline: Pipeline,
+        partition: str,
+        generation: int,
+        t: Transition,
+        next_generation: int | None = None,
+        generation_of: dict[str, int] | None = None,
     ) -> list[dict[str, Any]]:
-        """New entries (with their seen markers) and, for ``batch=False``, the consumed entries' deletes."""
+        """New entries (with their seen markers) and, for ``batch=False``, the consumed entries' deletes.
+
+        A batch pipeline's new entry goes to the generation of the run that consumes it (``generation_of``),
+        else to ``next_generation``.
+        """
         writes: list[dict[str, Any]] = []
         consumed_ids = {e.event.id for e in t.consumed}
+        where = generation_of or {}
         for entry in t.added:
             # A batch=False event consumed at once never needs a queue entry, only its seen marker.
             queued = pipeline.batch or entry.event.id not in consumed_ids
-            writes += self._entry_writes(partition, generation, entry, queued=queued)
+            at = where.get(entry.event.id, generation if next_generation is None else next_generation)
+            writes += self._entry_writes(
+                partition, at if pipeline.batch else generation, entry, queued=queued
+            )
+        # Failure or late entries a new event superseded: no run takes them.
+        writes += [
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": {"pk": str_attr(partition), "sk": str_attr(entry_sk(generation, entry))},
+                }
+            }
+            for entry in t.discarded
+        ]
         if pipeline.batch:
             return (
                 writes  # a batch run consumes the whole generation: its entries stay, referenced by the run
@@ -347,6 +423,7 @@ class DynamoDbQueueStore(DynamoDbTable):
                     "sk": str_attr(entry_sk(generation, entry)),
                     "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
                     "aliases": {"L": [str_attr(a) for a in entry.aliases]},
+                    **({"wheres": {"L": [str_attr(w) for w in entry.wheres]}} if entry.wheres else {}),
                 },
             }
             if only_new:

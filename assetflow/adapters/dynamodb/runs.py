@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from assetflow.adapters.dynamodb.table import DynamoDbTable, generation_prefix, num_attr, str_attr
-from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError
+from assetflow.adapters.dynamodb.table import (
+    DynamoDbTable,
+    condition_failed,
+    failed_item,
+    num_attr,
+    str_attr,
+)
+from assetflow.core.errors import AlreadySubmittedError, AssetflowError, ConflictError, NotFoundError
 from assetflow.core.events import Run, RunState, format_timestamp, previous_states
 from assetflow.ports import Page
 
@@ -24,26 +33,26 @@ def active_partition(run_id: str) -> str:
     return f"ACTIVE#{shard:02d}"
 
 
-def run_put(table: str, run: Run, partition: str, generation: int, batch: bool) -> dict[str, Any]:
+def run_put(table: str, run: Run, trigger: Mapping[str, Any], *, counted: bool) -> dict[str, Any]:
     """The conditional put that creates a run (part of the transition that makes it).
 
-    A batch run's triggering events stay in its queue generation, referenced; others are copied inline.
+    ``trigger`` says where its triggering events are: a batch run's stay in their queue generation
+    (``{"queue", "prefix"}``), other runs reference their events' items (``{"events": [[pk, sk], ...]}``).
+    ``counted``: the run counts in its pipeline's active-run counter (a pipeline with ``max_active_runs``), so
+    its end must take it off again.
     """
     created = format_timestamp(run.created_at)
     doc = run.to_json()
-    triggers = doc.pop("triggering_asset_events")
-    trigger = (
-        {"queue": partition, "prefix": generation_prefix(generation)}
-        if batch and triggers
-        else {"inline": triggers}
-    )
+    doc.pop("triggering_asset_events")
+    doc.pop("state")
     item: dict[str, Any] = {
         "pk": str_attr(f"RUN#{run.run_id}"),
         "sk": str_attr("#RUN"),
-        "run": str_attr(json.dumps(doc, sort_keys=True)),
+        "run": str_attr(json.dumps(doc, sort_keys=True, separators=(",", ":"))),
         "state": str_attr(run.state.value),
         "pipeline": str_attr(run.pipeline),
-        "trigger": str_attr(json.dumps(trigger, sort_keys=True)),
+        "trigger": str_attr(json.dumps(trigger, sort_keys=True, separators=(",", ":"))),
+        "counted": {"BOOL": counted},
         "gsi3pk": str_attr(f"UNSUBMITTED#{run.pipeline}"),
         "gsi3sk": str_attr(f"{created}#{run.run_id}"),
         "gsi1pk": str_attr(f"RUNS#{run.pipeline}"),
@@ -54,37 +63,79 @@ def run_put(table: str, run: Run, partition: str, generation: int, batch: bool) 
     return {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
 
 
+#: Runs' job run ids recorded at once (independent conditional updates).
+UPDATE_WORKERS = 8
+_POOL_LOCK = threading.Lock()
+
+#: A state change that names its job moves only that job's run (or a run with no job run id yet).
+_JOB_CONDITION = " AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
+
+
+def _run_key(run_id: str) -> dict[str, Any]:
+    return {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")}
+
+
 class DynamoDbRunStore(DynamoDbTable):
     """Runs under ``RUN#<id>`` (listed by gsi1/gsi2, waiting for submission by gsi3); ``JOBRUN#<id>`` leads back."""
 
+    #: Threads for independent updates (made on first use).
+    _pool: ThreadPoolExecutor | None = None
+
     def _run_from_item(self, raw: Mapping[str, Any], *, with_events: bool) -> Run:
-        doc = json.loads(raw["run"]["S"])
-        doc["state"] = raw["state"]["S"]
-        if "job_run_id" in raw:
-            doc["job_run_id"] = raw["job_run_id"]["S"]
-        if "submission_error" in raw:
-            doc["submission_error"] = raw["submission_error"]["S"]
-        doc["triggering_asset_events"] = {}
-        if with_events:
+        return self._runs_from_items([raw], with_events=with_events)[0]
+
+    def _runs_from_items(self, raws: Sequence[Mapping[str, Any]], *, with_events: bool) -> list[Run]:
+        """Runs from their items; their triggering events read in batches when asked for."""
+        docs: list[dict[str, Any]] = []
+        referenced: list[dict[str, Any]] = []
+        for raw in raws:
+            doc = json.loads(raw["run"]["S"])
+            doc["state"] = raw["state"]["S"]
+            if "job_run_id" in raw:
+                doc["job_run_id"] = raw["job_run_id"]["S"]
+            if "submission_error" in raw:
+                doc["submission_error"] = raw["submission_error"]["S"]
+            doc["triggering_asset_events"] = {}
+            docs.append(doc)
+            if with_events and "events" in json.loads(raw["trigger"]["S"]):
+                referenced += [
+                    {"pk": str_attr(pk), "sk": str_attr(sk)}
+                    for pk, sk in json.loads(raw["trigger"]["S"])["events"]
+                ]
+        events = self._batch_get(referenced) if referenced else {}
+        for raw, doc in zip(raws, docs, strict=True):
+            if not with_events:
+                continue
             trigger = json.loads(raw["trigger"]["S"])
-            if "inline" in trigger:
+            found: list[dict[str, Any]]
+            if "inline" in trigger:  # runs written before their events were referenced
                 doc["triggering_asset_events"] = trigger["inline"]
+                continue
+            if "events" in trigger:
+                found = [
+                    json.loads(events[(pk, sk)]["event"]["S"])
+                    for pk, sk in trigger["events"]
+                    if (pk, sk) in events
+                ]
             else:
-                grouped: dict[str, list[dict[str, Any]]] = {}
-                for item in self._query(
-                    KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
-                    ExpressionAttributeValues={
-                        ":p": str_attr(trigger["queue"]),
-                        ":g": str_attr(trigger["prefix"]),
-                    },
-                ):
-                    event = json.loads(item["event"]["S"])
-                    grouped.setdefault(event["asset"], []).append(event)
-                doc["triggering_asset_events"] = {
-                    uri: sorted(events, key=lambda e: (e["timestamp"], e["id"]))
-                    for uri, events in sorted(grouped.items())
-                }
-        return Run.from_json(doc)
+                found = [
+                    json.loads(item["event"]["S"])
+                    for item in self._query(
+                        KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
+                        ExpressionAttributeValues={
+                            ":p": str_attr(trigger["queue"]),
+                            ":g": str_attr(trigger["prefix"]),
+                        },
+                    )
+                ]
+            grouped: dict[str, list[dict[str, Any]]] = {}
+            for event in found:
+                grouped.setdefault(event["asset"], []).append(event)
+            doc["triggering_asset_events"] = {
+                uri: sorted(events_of, key=lambda e: (e["timestamp"], e["id"]))
+                for uri, events_of in sorted(grouped.items())
+            }
+        return [Run.from_json(doc) for doc in docs]
 
     def get_run(self, run_id: str, *, with_events: bool = True) -> Run:
         """A run, with its triggering events by default.
@@ -92,12 +143,7 @@ class DynamoDbRunStore(DynamoDbTable):
         Raises:
             NotFoundError: no such run.
         """
-        found = self._call(
-            "get_item",
-            TableName=self.table,
-            Key={"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
-            ConsistentRead=True,
-        )
+        found = self._call("get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True)
         if "Item" not in found:
             raise NotFoundError(f"no run {run_id!r}")
         return self._run_from_item(found["Item"], with_events=with_events)
@@ -105,7 +151,7 @@ class DynamoDbRunStore(DynamoDbTable):
     def list_runs(self, pipeline: str | None = None, *, limit: int = 50, token: str | None = None) -> Page:
         """Runs, newest first, of one pipeline or of all (without their triggering events)."""
         if pipeline:
-            items, nxt = self._page(
+            keys, nxt = self._page(
                 limit,
                 token,
                 "gsi1",
@@ -114,7 +160,7 @@ class DynamoDbRunStore(DynamoDbTable):
                 ScanIndexForward=False,
             )
         else:
-            items, nxt = self._page(
+            keys, nxt = self._page(
                 limit,
                 token,
                 "gsi2",
@@ -122,23 +168,22 @@ class DynamoDbRunStore(DynamoDbTable):
                 ExpressionAttributeValues={":p": str_attr("RUNS")},
                 ScanIndexForward=False,
             )
-        return Page([self._run_from_item(i, with_events=False).to_json() for i in items], nxt)
+        items = self._items_by_keys(keys)
+        return Page([run.to_json() for run in self._runs_from_items(items, with_events=False)], nxt)
 
     def unsubmitted_runs(self, pipeline: str) -> list[Run]:
         """Runs created but not yet accepted by EMR Serverless (a crash or a failed StartJobRun), oldest first."""
-        found = [
-            self._run_from_item(i, with_events=True)
-            for i in self._query(
+        keys = list(
+            self._query(
                 "gsi3",
                 KeyConditionExpression="gsi3pk = :p",
-                FilterExpression="#s = :q",
-                ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={
-                    ":p": str_attr(f"UNSUBMITTED#{pipeline}"),
-                    ":q": str_attr(RunState.QUEUED.value),
-                },
+                ExpressionAttributeValues={":p": str_attr(f"UNSUBMITTED#{pipeline}")},
             )
-        ]
+        )
+        if not keys:
+            return []
+        items = [i for i in self._items_by_keys(keys) if i["state"]["S"] == RunState.QUEUED.value]
+        found = self._runs_from_items(items, with_events=True)
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
 
     def submitted_active_runs(self) -> list[Run]:
@@ -147,15 +192,18 @@ class DynamoDbRunStore(DynamoDbTable):
         What the reconciliation sweep compares with the job service (a state change it never got leaves a
         run here). A run that ended after it was listed may still appear once: check its state.
         """
-        found = [
-            self._run_from_item(item, with_events=False)
+        keys = [
+            key
             for shard in range(ACTIVE_SHARDS)
-            for item in self._query(
+            for key in self._query(
                 "gsi3",
                 KeyConditionExpression="gsi3pk = :p",
                 ExpressionAttributeValues={":p": str_attr(f"ACTIVE#{shard:02d}")},
             )
         ]
+        if not keys:  # the index holds keys only: the runs themselves are read in batches
+            return []
+        found = self._runs_from_items(self._items_by_keys(keys), with_events=False)
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
 
     def mark_submitted(self, run_id: str, job_run_id: str) -> None:
@@ -164,45 +212,83 @@ class DynamoDbRunStore(DynamoDbTable):
         Raises:
             AlreadySubmittedError: the run was already submitted under another job run id.
             ConflictError: the write lost a race with another writer of the run; retry.
+            NotFoundError: no such run.
         """
+        failures = self.mark_submitted_many({run_id: job_run_id})
+        if run_id in failures:
+            raise failures[run_id]
+
+    def mark_submitted_many(self, submitted: Mapping[str, str]) -> dict[str, AssetflowError]:
+        """Record many runs' job run ids: a conditional update of each run, then the ways back in batches.
+
+        The way back (``JOBRUN#<id>``) is written only for a run whose update succeeded, so it never leads
+        to a run of another job; if it is lost (a crash between the two), a state change finds the run by its
+        job's name or tags and writes it then. Not a transaction: a transaction bills every item twice.
+        Returns the runs whose id could not be recorded, with why (``AlreadySubmittedError``,
+        ``NotFoundError``, or a ``ConflictError`` to retry).
+        """
+        failures: dict[str, AssetflowError] = {}
+        pairs = sorted(submitted.items())
+        if len(pairs) > 1:
+            # The updates are independent: a few at a time, as the runs were started.
+            answers = list(self._executor().map(lambda pair: self._record_job_run_id(*pair), pairs))
+        else:
+            answers = [self._record_job_run_id(*pair) for pair in pairs]
+        recorded: list[tuple[str, str]] = []
+        for (run_id, job_run_id), error in zip(pairs, answers, strict=True):
+            if error is None:
+                recorded.append((run_id, job_run_id))
+            else:
+                failures[run_id] = error
+        for start in range(0, len(recorded), 25):
+            self._put_all(
+                [
+                    {"pk": str_attr(f"JOBRUN#{job}"), "sk": str_attr("#JOBRUN"), "run_id": str_attr(run_id)}
+                    for run_id, job in recorded[start : start + 25]
+                ]
+            )
+        return failures
+
+    def _record_job_run_id(self, run_id: str, job_run_id: str) -> AssetflowError | None:
+        """One run's job run id, by a conditional update; why it could not be recorded, if it could not."""
         try:
             self._call(
-                "transact_write_items",
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
-                            # From the runs waiting for submission to the submitted active ones (gsi3).
-                            "UpdateExpression": "SET job_run_id = :j, gsi3pk = :active",
-                            "ConditionExpression": (
-                                "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
-                            ),
-                            "ExpressionAttributeValues": {
-                                ":j": str_attr(job_run_id),
-                                ":active": str_attr(active_partition(run_id)),
-                            },
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                "pk": str_attr(f"JOBRUN#{job_run_id}"),
-                                "sk": str_attr("#JOBRUN"),
-                                "run_id": str_attr(run_id),
-                            },
-                        }
-                    },
-                ],
+                "update_item",
+                TableName=self.table,
+                Key=_run_key(run_id),
+                # From the runs waiting for submission to the submitted active ones (gsi3).
+                UpdateExpression="SET job_run_id = :j, gsi3pk = :active",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
+                ),
+                ExpressionAttributeValues={
+                    ":j": str_attr(job_run_id),
+                    ":active": str_attr(active_partition(run_id)),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except ConflictError:
-            run = self.get_run(run_id, with_events=False)
-            if run.job_run_id == job_run_id:
-                return
-            if run.job_run_id is None:
-                raise  # a lost race (TransactionConflict), not a second job run: the caller retries
-            raise AlreadySubmittedError(f"run {run_id} was already submitted as {run.job_run_id}") from None
+        except ConflictError as exc:
+            if not condition_failed(exc):
+                return exc  # a lost race with a transaction on the run (TransactionConflict): try again
+            old = failed_item(exc)
+            if old is None:
+                return NotFoundError(f"no run {run_id!r}")
+            if old.get("job_run_id", {}).get("S") not in (None, job_run_id):
+                return AlreadySubmittedError(
+                    f"run {run_id} was already submitted as {old['job_run_id']['S']}"
+                )
+            return exc  # a lost race: try again
+        except AssetflowError as exc:
+            return exc
+        return None
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with _POOL_LOCK:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=UPDATE_WORKERS, thread_name_prefix="assetflow-runs"
+                )
+            return self._pool
 
     def run_id_for_job(self, job_run_id: str) -> str | None:
         """The run an EMR Serverless job run belongs to, if assetflow submitted it."""
@@ -214,7 +300,7 @@ class DynamoDbRunStore(DynamoDbTable):
         self._call(
             "update_item",
             TableName=self.table,
-            Key={"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
+            Key=_run_key(run_id),
             UpdateExpression="SET submission_error = :r, submission_failed_at = :t ADD submission_attempts :one",
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues={
@@ -230,50 +316,99 @@ class DynamoDbRunStore(DynamoDbTable):
         """Move a run to ``new`` if the state table allows it; a move out of an active state frees a slot.
 
         Returns the run as stored afterwards and whether this call moved it (False for a duplicate or a
-        late, out-of-order state event, which change nothing).
+        late, out-of-order state event, which change nothing, and for a ``job_run_id`` that is not the
+        run's). A run that does not count in its pipeline's active runs moves with one conditional update; a
+        counted one with a transaction that also takes it off the counter, exactly once.
 
         Raises:
             NotFoundError: no such run.
             ConflictError: the run kept changing under concurrent state events.
         """
+        allowed = sorted(s.value for s in previous_states(new))
+        if not allowed:
+            return self.get_run(run_id, with_events=False), False
+        update, values, names = self._state_update(new, job_run_id)
+        values |= {f":p{n}": str_attr(state) for n, state in enumerate(allowed)} | {
+            ":uncounted": {"BOOL": False}
+        }
+        condition = f"#s IN ({', '.join(f':p{n}' for n in range(len(allowed)))}) AND counted = :uncounted"
+        condition += _JOB_CONDITION if job_run_id else ""
+        try:
+            answer = self._call(
+                "update_item",
+                TableName=self.table,
+                Key=_run_key(run_id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return self._run_from_item(answer["Attributes"], with_events=False), True
+        except ConflictError as exc:
+            if condition_failed(exc):
+                old = failed_item(exc)
+            else:  # a lost race with a transaction on the run (TransactionConflict): read it, go on from there
+                old = self._call(
+                    "get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True
+                ).get("Item")
         for _ in range(attempts):
-            run = self.get_run(run_id, with_events=False)
-            if run.state not in previous_states(new):
-                return run, False
-            values: dict[str, Any] = {":new": str_attr(new.value), ":cur": str_attr(run.state.value)}
-            update = "SET #s = :new"
-            if job_run_id:
-                update += ", job_run_id = if_not_exists(job_run_id, :j)"
-                values[":j"] = str_attr(job_run_id)
-            if not new.active:
-                update += " REMOVE gsi3pk, gsi3sk"  # a finished run never waits for submission again
-            writes: list[dict[str, Any]] = [
+            if old is None:
+                raise NotFoundError(f"no run {run_id!r}")
+            run = self._run_from_item(old, with_events=False)
+            if run.state not in previous_states(new) or (
+                job_run_id and run.job_run_id not in (None, job_run_id)
+            ):
+                return run, False  # a late or repeated state, or another job's: nothing moves
+            moved = self._move_counted(run, new, job_run_id, counted=old.get("counted", {}).get("BOOL", True))
+            if moved is not None:
+                return moved, True
+            found = self._call("get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True)
+            old = found.get("Item")
+        raise ConflictError(f"run {run_id} kept changing; try again")
+
+    @staticmethod
+    def _state_update(new: RunState, job_run_id: str | None) -> tuple[str, dict[str, Any], dict[str, str]]:
+        values: dict[str, Any] = {":new": str_attr(new.value)}
+        update = "SET #s = :new"
+        if job_run_id:
+            update += ", job_run_id = if_not_exists(job_run_id, :j)"
+            values[":j"] = str_attr(job_run_id)
+        if not new.active:
+            update += " REMOVE gsi3pk, gsi3sk"  # a finished run never waits for submission again
+        return update, values, {"#s": "state"}
+
+    def _move_counted(self, run: Run, new: RunState, job_run_id: str | None, *, counted: bool) -> Run | None:
+        """Move a run from the state it was read in; None when it changed meanwhile (read it again)."""
+        update, values, names = self._state_update(new, job_run_id)
+        values[":cur"] = str_attr(run.state.value)
+        writes: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _run_key(run.run_id),
+                    "UpdateExpression": update,
+                    "ConditionExpression": "#s = :cur" + (_JOB_CONDITION if job_run_id else ""),
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                }
+            }
+        ]
+        if counted and run.state.active and not new.active:
+            # Exactly once per run: the condition on the run's state guards the decrement.
+            writes.append(
                 {
                     "Update": {
                         "TableName": self.table,
-                        "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
-                        "UpdateExpression": update,
-                        "ConditionExpression": "#s = :cur",
-                        "ExpressionAttributeNames": {"#s": "state"},
-                        "ExpressionAttributeValues": values,
+                        "Key": {"pk": str_attr(f"PIPELINE#{run.pipeline}"), "sk": str_attr("#ACTIVE")},
+                        "UpdateExpression": "ADD active :minus",
+                        "ExpressionAttributeValues": {":minus": num_attr(-1)},
                     }
                 }
-            ]
-            if run.state.active and not new.active:
-                # Exactly once per run: the condition on the run's state guards the decrement.
-                writes.append(
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"pk": str_attr(f"PIPELINE#{run.pipeline}"), "sk": str_attr("#ACTIVE")},
-                            "UpdateExpression": "ADD active :minus",
-                            "ExpressionAttributeValues": {":minus": num_attr(-1)},
-                        }
-                    }
-                )
-            try:
-                self._call("transact_write_items", TransactItems=writes)
-            except ConflictError:
-                continue  # another state event moved the run meanwhile: read again and decide again
-            return self.get_run(run_id, with_events=False), True
-        raise ConflictError(f"run {run_id} kept changing; try again")
+            )
+        try:
+            self._call("transact_write_items", TransactItems=writes)
+        except ConflictError:
+            return None  # another state event moved the run meanwhile: read again and decide again
+        return replace(run, state=new, job_run_id=run.job_run_id or job_run_id)

@@ -7,8 +7,10 @@ change is a conditional write or a transaction; SDK errors become the core's err
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from assetflow.core.errors import ConflictError, StoreUnavailableError
-from assetflow.core.events import format_timestamp
+from assetflow.core.events import AssetEvent, Run, format_timestamp
 from assetflow.core.scheduler import QueueEntry
 
 #: How long dedupe records and "already queued" markers live: longer than SQS's 14-day retention and
@@ -37,6 +39,13 @@ _PAGE_MAX = 1000
 #: assets, a pipeline's runs and a run's produced events; ``gsi2`` all runs; ``gsi3`` the runs still waiting
 #: to be submitted (a key only while they wait, so the evaluator's retry sweep reads nothing else).
 INDEXES = ("gsi1", "gsi2", "gsi3")
+#: What the indexes project: keys only. A run changes state three or four times and an asset's count with
+#: every batch; with the whole item projected each change would be written to every index again (the
+#: listings read the items themselves, by key, in batches of 100).
+INDEX_PROJECTION = "KEYS_ONLY"
+#: BatchGetItem's and TransactWriteItems' limits.
+BATCH_GET_MAX = 100
+TRANSACTION_MAX = 100
 
 
 def table_definition() -> dict[str, Any]:
@@ -58,7 +67,7 @@ def table_definition() -> dict[str, Any]:
                     {"AttributeName": f"{index}pk", "KeyType": "HASH"},
                     {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "ALL"},
+                "Projection": {"ProjectionType": INDEX_PROJECTION},
             }
             for index in INDEXES
         ],
@@ -121,6 +130,57 @@ def entry_sk(generation: int, entry: QueueEntry) -> str:
     return f"{generation_prefix(generation)}E#{format_timestamp(entry.event.timestamp)}#{entry.event.id}"
 
 
+def asset_pk(uri: str) -> str:
+    """The partition of an asset's summary, alias resolutions and (its first shard of) events."""
+    return f"ASSET#{uri}"
+
+
+def event_pk(uri: str, shard: int = 0) -> str:
+    """The partition of one shard of an asset's events: shard 0 is the asset's own, ``ASSET#<uri>``.
+
+    A busy asset's events spread over more partitions (DynamoDB writes at most 1,000 units a second to one
+    partition key); the others are ``EVENTS#<n>#<uri>``.
+    """
+    return asset_pk(uri) if shard == 0 else f"EVENTS#{shard}#{uri}"
+
+
+def event_shard(event_id: str, shards: int) -> int:
+    """Which of ``shards`` partitions an event goes to: fixed by its id, so a retried write lands in the same one."""
+    if shards <= 1:
+        return 0
+    return int(hashlib.sha256(event_id.encode()).hexdigest()[:8], 16) % shards
+
+
+def event_sk(event: AssetEvent) -> str:
+    """The sort key of an event's item: time-ordered, then by id."""
+    return f"EVENT#{format_timestamp(event.timestamp)}#{event.id}"
+
+
+def failed_item(error: BaseException) -> dict[str, Any] | None:
+    """The item a failed conditional write found (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), if any."""
+    cause = error.__cause__
+    if isinstance(cause, ClientError):
+        item = cause.response.get("Item")
+        return dict(item) if item else None
+    return None
+
+
+def condition_failed(error: BaseException) -> bool:
+    """Whether a single-item write was refused by its condition (not a lost race with a transaction)."""
+    cause = error.__cause__
+    return isinstance(cause, ClientError) and (
+        cause.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    )
+
+
+def cancellation_reasons(error: BaseException) -> list[dict[str, Any]]:
+    """The per-item reasons of a cancelled transaction (empty for any other error)."""
+    cause = error.__cause__
+    if isinstance(cause, ClientError):
+        return [dict(r) for r in cause.response.get("CancellationReasons") or []]
+    return []
+
+
 class InvalidPageTokenError(ValueError):
     """A page token that is not one this store gave out (or names another listing's key)."""
 
@@ -155,11 +215,37 @@ def start_key(token: str | None) -> dict[str, Any] | None:
 
 
 class DynamoDbTable:
-    """The table and the calls on it; each aggregate's store (events, queues, runs, quarantine) extends it."""
+    """The table and the calls on it; each aggregate's store (events, queues, runs, quarantine) extends it.
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    ``event_shards`` spreads the events of busy assets over that many partitions (``{uri: n}``; an asset not
+    named keeps one). Every function and job of a deployment must be given the same value.
+    """
+
+    def __init__(
+        self, client: Any, table_name: str, *, event_shards: Mapping[str, int] | None = None
+    ) -> None:
         self._db = client
         self.table = table_name
+        self.event_shards = {uri: int(n) for uri, n in (event_shards or {}).items() if int(n) > 1}
+
+    def shards_of(self, uri: str) -> int:
+        """How many partitions an asset's events are spread over."""
+        return self.event_shards.get(uri, 1)
+
+    def event_key(self, event: AssetEvent) -> dict[str, Any]:
+        """The key of an event's item: its asset's shard, sorted by (timestamp, id)."""
+        return {
+            "pk": str_attr(event_pk(event.asset, event_shard(event.id, self.shards_of(event.asset)))),
+            "sk": str_attr(event_sk(event)),
+        }
+
+    def trigger_refs(self, run: Run) -> dict[str, Any]:
+        """A run's trigger as references to its events' items.
+
+        The run item stays small: it changes state three or four times, and each change is billed by the
+        item's size.
+        """
+        return {"events": [[k["pk"]["S"], k["sk"]["S"]] for k in map(self.event_key, run.triggering_events)]}
 
     def _call(self, operation: str, **kwargs: Any) -> Any:
         try:
@@ -253,6 +339,56 @@ class DynamoDbTable:
                 return False
             raise
         return True
+
+    def _batch_get(
+        self, keys: Sequence[Mapping[str, Any]], *, consistent: bool = True
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """Items by key (typed attributes), ``BATCH_GET_MAX`` keys a request; missing keys are left out.
+
+        Raises:
+            StoreUnavailableError: throttled, or keys stayed unprocessed after every retry.
+        """
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        unique = list({(k["pk"]["S"], k["sk"]["S"]): k for k in keys}.values())
+        for start in range(0, len(unique), BATCH_GET_MAX):
+            request: dict[str, Any] = {
+                self.table: {"Keys": unique[start : start + BATCH_GET_MAX], "ConsistentRead": consistent}
+            }
+            for attempt in range(8):
+                answer = self._call("batch_get_item", RequestItems=request)
+                for item in answer.get("Responses", {}).get(self.table, []):
+                    found[(item["pk"]["S"], item["sk"]["S"])] = item
+                request = answer.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(
+                    min(0.05 * 2**attempt, 1.0)
+                )  # DynamoDB hands back what it could not read: throttled
+            else:
+                raise StoreUnavailableError("batch_get_item: keys left unprocessed after retries")
+        return found
+
+    def _items_by_keys(self, index_items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The base items of index entries (keys only), in the entries' order; entries without an item are left out."""
+        found = self._batch_get([{"pk": i["pk"], "sk": i["sk"]} for i in index_items])
+        return [found[key] for key in ((i["pk"]["S"], i["sk"]["S"]) for i in index_items) if key in found]
+
+    def _put_all(self, items: Sequence[Mapping[str, Any]]) -> None:
+        """Unconditional puts of up to 25 items in one BatchWriteItem (what it hands back is written again).
+
+        Raises:
+            StoreUnavailableError: throttled, or items stayed unprocessed after every retry.
+        """
+        request: dict[str, Any] = {self.table: [{"PutRequest": {"Item": dict(i)}} for i in items]}
+        for attempt in range(8):
+            if not request:
+                return
+            answer = self._call("batch_write_item", RequestItems=request)
+            request = answer.get("UnprocessedItems") or {}
+            if request:
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+        if request:
+            raise StoreUnavailableError("batch_write_item: items left unprocessed after retries")
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         found = self._call(

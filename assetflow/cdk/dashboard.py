@@ -50,7 +50,8 @@ class ServiceDashboard(Construct):
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown=f"# assetflow {service.config.name}\nEach stage per minute: messages in, events "
-                "stored, runs created and submitted; latencies p50 / p99; failures land in the DLQs below and in the failures bucket.",
+                "stored, runs created and submitted; latencies p50 / p99; failures land in the DLQs below and in the "
+                "failures bucket.",
                 width=24,
                 height=2,
             )

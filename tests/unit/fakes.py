@@ -17,6 +17,7 @@ def put_events_one_by_one(
     *,
     now: datetime,
     lanes: Sequence[str] | None = None,
+    lasting: bool = False,
 ) -> list[Written | AssetflowError]:
     """``EventStore.put_events`` over a fake's ``put_event``: an error answers its event, and blocks the rest
     of its lane, as the DynamoDB store does."""
@@ -28,7 +29,8 @@ def put_events_one_by_one(
             answers.append(AssetflowError("an earlier event of its lane was not written"))
             continue
         try:
-            stored, created = store.put_event(event, dedupe_key=dedupe_key, now=now)
+            more = {"lasting": True} if lasting else {}
+            stored, created = store.put_event(event, dedupe_key=dedupe_key, now=now, **more)
         except AssetflowError as exc:
             answers.append(exc)
             if lane is not None:

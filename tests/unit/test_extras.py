@@ -280,8 +280,8 @@ class FakeStore:
     def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
         return self.events.get(dedupe_key)
 
-    def put_events(self, events: Any, *, now: datetime, lanes: Any = None) -> Any:
-        return put_events_one_by_one(self, events, now=now, lanes=lanes)
+    def put_events(self, events: Any, *, now: datetime, lanes: Any = None, lasting: bool = False) -> Any:
+        return put_events_one_by_one(self, events, now=now, lanes=lanes, lasting=lasting)
 
     def quarantine(self, **fields: Any) -> bool:
         raise AssertionError(f"unexpected quarantine: {fields['reason']}")

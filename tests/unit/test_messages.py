@@ -705,8 +705,8 @@ class FakeStore:
         self.events[dedupe_key] = event
         return event, True
 
-    def put_events(self, events: Any, *, now: datetime, lanes: Any = None) -> Any:
-        return put_events_one_by_one(self, events, now=now, lanes=lanes)
+    def put_events(self, events: Any, *, now: datetime, lanes: Any = None, lasting: bool = False) -> Any:
+        return put_events_one_by_one(self, events, now=now, lanes=lanes, lasting=lasting)
 
     def quarantine(self, *, identity: str, **fields: Any) -> bool:
         if identity in self.quarantined:

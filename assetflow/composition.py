@@ -24,6 +24,7 @@ from assetflow.ports import ListenerBus, NullBus
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.ingest import Ingest
 from assetflow.usecases.job_state import RunStates
+from assetflow.usecases.operate import Operations
 
 if typing.TYPE_CHECKING:  # jsonschema loads only in the ingest functions, which use the translator
     from assetflow.adapters.messages import MessageTranslator
@@ -194,6 +195,17 @@ class Dependencies:
         )
 
     @cached_property
+    def operations(self) -> Operations:
+        """The operator's actions: trigger, cancel, replay, pause, unpause, backfill."""
+        return Operations(
+            catalog=self.catalog,
+            store=self.store,
+            submitter=self.evaluator.submitter,
+            release=self.evaluator.release,
+            clock=utc_now,
+        )
+
+    @cached_property
     def run_states(self) -> RunStates:
         """Job state changes into run states; a successful run's outlets into asset events."""
         if not self.settings.runs_bucket:
@@ -207,6 +219,7 @@ class Dependencies:
             evaluator=self.evaluator,
             clock=utc_now,
             job_lookup=getattr(self.launcher, "run_id_of_job", None),
+            admit=self.operations.admit,
         )
 
 

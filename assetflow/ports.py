@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from assetflow.core.errors import AssetflowError, DocumentError
+from assetflow.core.errors import AssetflowError, DocumentError, StoreUnavailableError
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, QueueSummary, StoredQueue
@@ -35,6 +35,14 @@ class SubmissionRejectedError(AssetflowError):
     Retrying the same request cannot help until the deployment changes; the run stays queued with the
     reason for operators and is tried again with the pipeline's next evaluation.
     """
+
+
+class JobServiceUnavailableError(StoreUnavailableError):
+    """The job service (EMR Serverless) is throttling or failing a call other than a submission; retry later."""
+
+
+class JobAlreadyEndedError(AssetflowError):
+    """The job service says the job run has ended already, so there is nothing to cancel."""
 
 
 class OutletMetadataError(DocumentError):
@@ -276,7 +284,76 @@ class QuarantineStore(Protocol):
         ...
 
 
-class Store(EventStore, QueueStore, RunStore, QuarantineStore, Protocol):
+@dataclass(frozen=True)
+class PipelineGate:
+    """A pipeline's run gate: how many of its runs are active, and whether an operator paused it."""
+
+    active: int
+    paused: bool
+
+
+class PipelineStore(Protocol):
+    """Pipeline control: the paused flag, runs held for a free slot, and the history backfills read."""
+
+    def pipeline_gate(self, pipeline: str) -> PipelineGate:
+        """The pipeline's active runs and paused flag (one consistent read)."""
+        ...
+
+    def set_paused(self, pipeline: str, paused: bool, *, now: datetime, principal: str) -> bool:
+        """Pause or unpause; True when that changed the flag."""
+        ...
+
+    def hold_run(self, run: Run, *, trigger_from: str | None = None) -> tuple[Run, bool]:
+        """Create a queued run that waits for a slot (it counts as active once admitted); once per run id.
+
+        ``trigger_from``: a run whose stored triggering events this run shares (a replay), instead of its own.
+        Returns the stored run and whether this call created it.
+
+        Raises:
+            NotFoundError: ``trigger_from`` names no run.
+        """
+        ...
+
+    def held_runs(self, pipeline: str) -> list[str]:
+        """The ids of the runs held for a slot, in the order they will be admitted."""
+        ...
+
+    def is_held(self, run_id: str) -> bool:
+        """Whether the run is held for a slot (created, not yet counted as active)."""
+        ...
+
+    def admit_held(self, pipeline: Pipeline, *, limit: int = 25) -> list[Run]:
+        """Count held runs as active, oldest first, while a slot is free and the pipeline is not paused.
+
+        Returns the admitted runs (to submit).
+
+        Raises:
+            ConflictError: a lost race with another writer; retry.
+        """
+        ...
+
+    def cancel_held(self, run_id: str) -> Run | None:
+        """Cancel a held run; None when it is no longer held (admitted or ended meanwhile)."""
+        ...
+
+    def events_between(self, uri: str, start: datetime, end: datetime) -> list[AssetEvent]:
+        """An asset's events with ``start <= timestamp < end``, in (timestamp, id) order."""
+        ...
+
+    def alias_assets(self, alias: str) -> list[str]:
+        """The assets an alias resolves to."""
+        ...
+
+    def assets_after(self, after: str | None, *, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored assets with URIs after ``after`` (all with None), by URI, as ``list_assets`` rows."""
+        ...
+
+    def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
+        """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
+        ...
+
+
+class Store(EventStore, QueueStore, RunStore, QuarantineStore, PipelineStore, Protocol):
     """Every aggregate's store in one (one table on AWS)."""
 
 
@@ -284,7 +361,7 @@ class Store(EventStore, QueueStore, RunStore, QuarantineStore, Protocol):
 
 
 class Launcher(Protocol):
-    """Starts a run's Spark job; idempotent on the run id (EMR's ``clientToken``)."""
+    """Starts a run's Spark job; idempotent on the run id (EMR's ``clientToken``). Cancels it."""
 
     def submit(self, run: Run, pipeline: Pipeline) -> str:
         """Start the job; returns the job run id.
@@ -294,6 +371,34 @@ class Launcher(Protocol):
             SubmissionRejectedError: the job service refused the request as made.
         """
         ...
+
+    def cancel(self, run: Run) -> None:
+        """Stop the run's job run (EMR ``CancelJobRun``); harmless when repeated.
+
+        Raises:
+            JobAlreadyEndedError: the job run has ended already.
+            JobServiceUnavailableError: throttled or failing; retry.
+        """
+        ...
+
+
+class WakeUps(Protocol):
+    """One-shot re-evaluations of a queue at a given time (a debounce or max-wait deadline)."""
+
+    def wake_at(self, pipeline: str, key: str, when: datetime) -> None:
+        """Re-evaluate the queue ``(pipeline, key)`` at ``when`` (once; repeated requests are harmless).
+
+        Raises:
+            StoreUnavailableError: the scheduler is throttling or failing; retry.
+        """
+        ...
+
+
+class NoWakeUps:
+    """Wake-ups dropped (tests, and runtimes where a run's end or the next event re-evaluates anyway)."""
+
+    def wake_at(self, pipeline: str, key: str, when: datetime) -> None:
+        """Drop the wake-up."""
 
 
 class ListenerBus(Protocol):
@@ -367,12 +472,17 @@ __all__ = [
     "EventStore",
     "ExtraTooLargeError",
     "ExtrasStore",
+    "JobAlreadyEndedError",
+    "JobServiceUnavailableError",
     "Launcher",
     "ListenerBus",
+    "NoWakeUps",
     "NullBus",
     "Outcome",
     "OutletMetadataError",
     "Page",
+    "PipelineGate",
+    "PipelineStore",
     "QuarantineStore",
     "Quarantined",
     "QueueStore",
@@ -382,4 +492,5 @@ __all__ = [
     "Store",
     "SubmissionError",
     "SubmissionRejectedError",
+    "WakeUps",
 ]

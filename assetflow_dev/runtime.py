@@ -364,7 +364,16 @@ class LocalRuntime:
     @staticmethod
     def _warm(deps: Dependencies) -> None:
         # Build the cached parts before threads share them (a cached_property is not built under a lock).
-        for part in ("catalog", "store", "bus", "launcher", "evaluator", "run_states", "extras"):
+        for part in (
+            "catalog",
+            "store",
+            "bus",
+            "launcher",
+            "evaluator",
+            "run_states",
+            "operations",
+            "extras",
+        ):
             getattr(deps, part, None)
 
     def _build_launcher(self, catalog: Catalog, r: LocalResources, dynamodb_endpoint: str) -> Any:

@@ -176,13 +176,15 @@ class Evaluator:
                     continue
                 return created
             stored = self.store.read_queue(pipeline.id, key, head=head)
+            gate = self.store.pipeline_gate(pipeline.id)
             transition = advance(
                 pipeline,
                 stored.state,
-                active_runs=self.store.active_runs(pipeline.id),
+                active_runs=gate.active,
                 now=self.clock(),
                 entries=pending_entries,
                 ticks=pending_ticks,
+                paused=gate.paused,
             )
             if not transition.changed:
                 return created

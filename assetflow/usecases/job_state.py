@@ -141,6 +141,7 @@ class RunStates:
         evaluator: Evaluator,
         clock: Callable[[], datetime],
         job_lookup: Callable[[str], str | None] | None = None,
+        admit: Callable[[str], list[Run]] | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
@@ -148,6 +149,8 @@ class RunStates:
         self.clock = clock
         self.outputs = outputs
         self._job_lookup = job_lookup
+        #: Admits a pipeline's held runs (manual, replayed, backfilled) when a slot frees; returns them.
+        self._admit = admit
 
     def handle_state_change(self, job_run_id: str, emr_state: str, application_id: str) -> StateChange:
         """Record one job run state change; on SUCCESS emit the run's outlets; when it ends, release held runs.
@@ -281,7 +284,10 @@ class RunStates:
                 "run's pipeline not in the catalog; nothing to release", extra={"run_id": run.run_id}
             )
             return None
+        # Runs an operator asked for (manual, replayed, backfilled) wait held for a slot: they go first.
+        admitted = self._admit(run.pipeline) if self._admit is not None else []
         released = self.evaluator.release(run.pipeline)
+        released.runs[:0] = admitted
         if released.runs:
             logger.info(
                 "held runs released",

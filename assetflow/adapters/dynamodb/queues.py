@@ -201,16 +201,17 @@ class DynamoDbQueueStore(DynamoDbTable):
         return writes
 
     def _active_runs_write(self, pipeline: Pipeline, runs: int) -> dict[str, Any]:
-        """Count ``runs`` more active runs, only while that stays within ``max_active_runs``."""
-        values: dict[str, Any] = {":k": num_attr(runs)}
+        """Count ``runs`` more active runs, only while that stays within ``max_active_runs`` and not paused."""
+        values: dict[str, Any] = {":k": num_attr(runs), ":unpaused": {"BOOL": False}}
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")},
             "UpdateExpression": "ADD active :k",
+            "ConditionExpression": "(attribute_not_exists(paused) OR paused = :unpaused)",
             "ExpressionAttributeValues": values,
         }
         if pipeline.max_active_runs is not None:
-            update["ConditionExpression"] = "attribute_not_exists(active) OR active <= :room"
+            update["ConditionExpression"] += " AND (attribute_not_exists(active) OR active <= :room)"
             values[":room"] = num_attr(pipeline.max_active_runs - runs)
         return {"Update": update}
 

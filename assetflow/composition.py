@@ -20,7 +20,7 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.eventbridge import EventBridgeBus
 from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.core.catalog import Catalog
-from assetflow.ports import ListenerBus, NullBus
+from assetflow.ports import ListenerBus, NoWakeUps, NullBus, WakeUps
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.ingest import Ingest
 from assetflow.usecases.job_state import RunStates
@@ -54,6 +54,12 @@ class Settings:
     path_map: Mapping[str, str] | None = None
     #: The watcher an ingest function serves (the stack deploys one per watcher; its queue's name is generated).
     watcher_name: str | None = None
+    #: Where one-time wake-ups go (EventBridge Scheduler): their group, the role they run with, the tick
+    #: function they invoke (unset in the tick function itself) and the dead-letter queue.
+    wake_schedule_group: str | None = None
+    wake_role_arn: str | None = None
+    wake_target_arn: str | None = None
+    wake_dlq_arn: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -84,6 +90,10 @@ class Settings:
             region=environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"),
             path_map=path_map,
             watcher_name=environ.get("WATCHER_NAME") or None,
+            wake_schedule_group=environ.get("WAKE_SCHEDULE_GROUP") or None,
+            wake_role_arn=environ.get("WAKE_ROLE_ARN") or None,
+            wake_target_arn=environ.get("WAKE_TARGET_ARN") or None,
+            wake_dlq_arn=environ.get("WAKE_DLQ_ARN") or None,
         )
 
 
@@ -98,10 +108,12 @@ class Dependencies:
         launcher: Any = None,
         endpoints: Mapping[str, str] | None = None,
         config: Config | None = None,
+        wakeups: WakeUps | None = None,
     ) -> None:
         self.settings = settings
         self._session = session or boto3.session.Session()
         self._launcher = launcher
+        self._wakeups = wakeups
         self._endpoints = dict(endpoints or {})
         self._config = config
 
@@ -145,6 +157,24 @@ class Dependencies:
         if not self.settings.event_bus_name:
             return NullBus()
         return EventBridgeBus(self.client("events"), self.settings.event_bus_name)
+
+    @cached_property
+    def wakeups(self) -> WakeUps:
+        """One-shot re-evaluations: EventBridge Scheduler one-time schedules (the local ticker when injected)."""
+        if self._wakeups is not None:
+            return self._wakeups
+        s = self.settings
+        if not (s.wake_schedule_group and s.wake_role_arn):
+            return NoWakeUps()
+        from assetflow.adapters.wakeups import EventBridgeSchedulerWakeUps
+
+        return EventBridgeSchedulerWakeUps(
+            self.client("scheduler"),
+            group=s.wake_schedule_group,
+            role_arn=s.wake_role_arn,
+            target_arn=s.wake_target_arn,
+            dead_letter_arn=s.wake_dlq_arn,
+        )
 
     @cached_property
     def launcher(self) -> Any:

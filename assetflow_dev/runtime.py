@@ -26,7 +26,6 @@ import boto3
 from assetflow.adapters.emr import EmrServerlessLauncher
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Catalog
-from assetflow.core.schedules import AssetOrTimeSchedule
 from assetflow.core.watchers import KafkaTopic
 from assetflow.functions import (
     handle_api,
@@ -43,7 +42,7 @@ from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBr
 from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
 from assetflow_dev.pollers import KafkaPoller, SqsPoller, StreamPoller, lambda_context
 from assetflow_dev.resources import LocalResources, ResourceNames, provision
-from assetflow_dev.ticker import ScheduleTicker
+from assetflow_dev.ticker import ScheduleTicker, time_schedules
 
 logger = logging.getLogger(__name__)
 
@@ -215,13 +214,10 @@ class LocalRuntime:
         )
         self.api.start()
         if options.schedules:
-            schedules = {
-                pid: p.schedule
-                for pid, p in self.catalog.pipelines.items()
-                if isinstance(p.schedule, AssetOrTimeSchedule)
-            }
+            # Every pipeline with a time part ticks (time only, asset-or-time, asset-and-time, cron partition);
+            # the ticker also delivers the evaluator's one-shot wake-ups.
             self.ticker = ScheduleTicker(
-                schedules, self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
+                time_schedules(self.catalog), self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
             )
             self.ticker.start()
         self.write_dev_config()

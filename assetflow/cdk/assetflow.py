@@ -205,8 +205,12 @@ class AssetflowService(Construct):
         for function in (self.evaluator.handler, self.run_state.handler):
             self.event_bus.grant_put_events_to(function.role)
         # Runs start from the evaluator, from run state (a pipeline held at max_active_runs) and from ticks.
-        for function in (self.evaluator.handler, self.run_state.handler, self.schedules.handler):
+        # The API too: manual, replayed and backfilled runs, cancels (CancelJobRun), unpause.
+        starters = (self.evaluator.handler, self.run_state.handler, self.schedules.handler, self.api.handler)
+        for function in starters:
             self._grant_start_runs(function.role)
+        # Whatever evaluates queues may need a one-shot re-evaluation at a debounce or max-wait deadline.
+        self.schedules.grant_wake_ups(*starters)
 
     def _grant_start_runs(self, role: iam.IRole) -> None:
         role.add_to_principal_policy(

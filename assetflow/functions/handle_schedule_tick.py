@@ -31,7 +31,7 @@ def lambda_handler(
     """
     pipeline, when = event.get("pipeline"), event.get("scheduled_time")
     resolved = deps or dependencies()
-    bind = getattr(resolved.wakeups, "bind_target", None)
+    bind = getattr(getattr(resolved, "wakeups", None), "bind_target", None)
     if bind is not None and getattr(context, "invoked_function_arn", None):
         bind(context.invoked_function_arn)  # its wake-ups invoke this function: no variable can name itself
     if isinstance(pipeline, str) and pipeline and isinstance(event.get("wake_at"), str) and when is None:

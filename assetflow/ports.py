@@ -348,6 +348,10 @@ class PipelineStore(Protocol):
         """Up to ``limit`` stored assets with URIs after ``after`` (all with None), by URI, as ``list_assets`` rows."""
         ...
 
+    def decision_entries(self, pipeline: str, key: str, generation: int) -> tuple[QueueEntry, ...]:
+        """A queue generation's entries with what a decision reads (selector keys, kinds, times), no extras."""
+        ...
+
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
         ...

@@ -54,6 +54,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes (see api_server)
     server_version = "assetflow-ui"
     sys_version = ""
     timeout = 60

@@ -11,9 +11,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from assetflow.core.catalog import Catalog
-from assetflow.core.decision import explain_pipeline, queue_progress
+from assetflow.core.decision import combine_explains, queue_progress
+from assetflow.core.decision import explain as explain_state
+from assetflow.core.entries import QueueState
 from assetflow.core.events import parse_timestamp
 from assetflow.core.expectations import asset_health
+from assetflow.core.queues import explain_from_head
 from assetflow.ports import Page, Store
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
 
@@ -188,15 +191,25 @@ def explain(
         NotFoundError: no such pipeline in the catalog.
     """
     pipeline = pipeline_of(catalog, pipeline_id)
-    states = [
-        store.read_queue(pipeline.id, key).state for key in store.queue_keys(pipeline.id, pending_only=False)
-    ]
+    moment = now or _utc_now()
     gate = store.pipeline_gate(pipeline.id)
-    doc = explain_pipeline(
-        pipeline, states, active_runs=gate.active, now=now or _utc_now(), paused=gate.paused
-    )
-    doc["held_runs"] = len(store.held_runs(pipeline.id))
-    return doc
+    keys = store.queue_keys(pipeline.id, pending_only=False) if pipeline.partitioned else [""]
+    docs = []
+    for key in keys:
+        # The head alone answers for most conditions; an order (then) or a where's misses need the entries.
+        head = store.read_queue_head(pipeline.id, key)
+        doc = explain_from_head(pipeline, head, active_runs=gate.active, now=moment, paused=gate.paused)
+        if doc is None:
+            entries = store.decision_entries(pipeline.id, key, head.generation)
+            state = QueueState(pipeline.id, key, head.version, entries, head.pending_ticks, head.last_tick)
+            doc = explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused)
+        docs.append(doc)
+    if not docs:
+        state = QueueState(pipeline.id)
+        docs.append(explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused))
+    result = combine_explains(pipeline, docs)
+    result["held_runs"] = len(store.held_runs(pipeline.id))
+    return result
 
 
 def _utc_now() -> datetime:

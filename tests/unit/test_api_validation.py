@@ -16,6 +16,7 @@ from assetflow.core import limits
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import NotFoundError, StoreUnavailableError
 from assetflow.core.events import AssetEvent, Run, RunState
+from assetflow.core.queues import QueueHead, QueueSummary
 from assetflow.functions import handle_api
 from assetflow.loader import load_catalog
 from assetflow.ports import Page, PipelineGate
@@ -68,6 +69,9 @@ class FakeStore:
     def queue_keys(self, pipeline: str, *, pending_only: bool = True) -> list[str]:
         self._check()
         return []
+
+    def read_queue_head(self, pipeline: str, key: str = "") -> QueueHead:
+        return QueueHead(pipeline, key, 0, 0, (), None, QueueSummary(frozenset(), frozenset(), 0, {}))
 
     def pipeline_gate(self, pipeline: str) -> PipelineGate:
         return PipelineGate(active=0, paused=False)

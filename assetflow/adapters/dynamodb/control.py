@@ -22,9 +22,10 @@ from datetime import datetime
 from typing import Any
 
 from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, run_put
-from assetflow.adapters.dynamodb.table import num_attr, plain_item, queue_pk, str_attr
+from assetflow.adapters.dynamodb.table import generation_prefix, num_attr, plain_item, queue_pk, str_attr
+from assetflow.core.entries import QueueEntry
 from assetflow.core.errors import ConflictError, NotFoundError
-from assetflow.core.events import AssetEvent, Run, RunState, format_timestamp
+from assetflow.core.events import AssetEvent, Run, RunState, format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
 from assetflow.ports import PipelineGate
 
@@ -324,6 +325,37 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
             if len(rows) >= limit:
                 break
         return rows
+
+    def decision_entries(self, pipeline: str, key: str, generation: int) -> tuple[QueueEntry, ...]:
+        """A queue generation's entries with what a decision reads of them, and no extras.
+
+        Explain judges entries by their selector keys (asset, aliases, where-keys decided at routing), kinds
+        and (timestamp, id): the extras and sources are never read again, so they are not parsed.
+        """
+        entries = []
+        for item in self._query(
+            KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
+            ExpressionAttributeValues={
+                ":p": str_attr(queue_pk(pipeline, key)),
+                ":g": str_attr(generation_prefix(generation)),
+            },
+            ProjectionExpression="#e, aliases, wheres",
+            ExpressionAttributeNames={"#e": "event"},
+            ConsistentRead=True,
+        ):
+            doc = json.loads(item["event"]["S"])
+            source = doc.get("source") or {}
+            event = AssetEvent(
+                asset=doc["asset"],
+                id=doc["id"],
+                timestamp=parse_timestamp(doc["timestamp"]),
+                source={"type": source["type"]} if "type" in source else {},
+                partition_key=doc.get("partition_key"),
+            )
+            aliases = tuple(a["S"] for a in item.get("aliases", {}).get("L", []))
+            wheres = tuple(w["S"] for w in item.get("wheres", {}).get("L", []))
+            entries.append(QueueEntry(event, aliases, wheres))
+        return tuple(entries)
 
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Delete a queue's seen markers of these events, so that it takes them again."""

@@ -423,8 +423,23 @@ class Operations:
             self._requeue(pipeline, self.store.get_run(run.run_id))
         if freed or requeue:
             admit_and_submit(self.store, self.submitter, pipeline)
-            self._release(pipeline.id)
+            self._reevaluate(pipeline.id)
         return self.store.get_run(run.run_id)
+
+    def _reevaluate(self, pipeline_id: str) -> list[Run]:
+        """Evaluate the pipeline's queues again (a slot freed, or it was unpaused); returns the runs made.
+
+        A run made but not yet submitted stays queued and is retried with the pipeline's next evaluation: the
+        operator's action succeeded all the same.
+        """
+        try:
+            released = self._release(pipeline_id)
+        except SubmissionError as exc:
+            logger.warning(
+                "runs made but not submitted yet", extra={"pipeline": pipeline_id, "error": str(exc)}
+            )
+            return []
+        return list(getattr(released, "runs", []))
 
     def _requeue(self, pipeline: Pipeline, run: Run) -> None:
         """Put a cancelled run's events back in the pipeline's queues (routed again, as the evaluator would)."""
@@ -503,8 +518,8 @@ class Operations:
         pipeline = pipeline_of(self.catalog, pipeline_id)
         changed = self.store.set_paused(pipeline.id, False, now=self.clock(), principal=principal)
         admitted = admit_and_submit(self.store, self.submitter, pipeline)
-        released = self._release(pipeline.id)
-        runs = [r.run_id for r in admitted] + [r.run_id for r in getattr(released, "runs", [])]
+        released = self._reevaluate(pipeline.id)
+        runs = [r.run_id for r in admitted] + [r.run_id for r in released]
         facts = {"pipeline": pipeline.id, "changed": changed, "runs": runs, "principal": principal}
         logger.info("pipeline unpaused", extra=facts)
         return {"pipeline": pipeline.id, "paused": False, "changed": changed, "runs": runs}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import typing
 from collections.abc import Mapping
@@ -21,6 +23,7 @@ from assetflow.adapters.eventbridge import EventBridgeBus
 from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.core.catalog import Catalog
 from assetflow.ports import ListenerBus, NoWakeUps, NullBus, WakeUps
+from assetflow.usecases.announce import announce_once
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.ingest import Ingest
 from assetflow.usecases.job_state import RunStates
@@ -218,8 +221,21 @@ class Dependencies:
         return Ingest(store=self.store, extras=self.extras)
 
     @cached_property
+    def catalog_digest(self) -> str:
+        """The digest of the shipped catalog document (a new deployment of other definitions changes it)."""
+        return hashlib.sha256(Path(self.settings.catalog_path).read_bytes()).hexdigest()[:32]
+
+    def announce_catalog(self) -> None:
+        """Announce the catalog once per digest (new assets and aliases to listeners); never fails the caller."""
+        try:
+            announce_once(self.store, self.bus, self.catalog, digest=self.catalog_digest, now=utc_now())
+        except Exception:  # listeners are best effort; the next cold start tries again
+            logging.getLogger(__name__).warning("catalog not announced", exc_info=True)
+
+    @cached_property
     def evaluator(self) -> Evaluator:
-        """The evaluator over the store, the launcher and the bus."""
+        """The evaluator over the store, the launcher and the bus (the first one of a catalog announces it)."""
+        self.announce_catalog()
         return Evaluator(
             catalog=self.catalog, store=self.store, launcher=self.launcher, bus=self.bus, clock=utc_now
         )

@@ -352,6 +352,22 @@ class PipelineStore(Protocol):
         """A queue generation's entries with what a decision reads (selector keys, kinds, times), no extras."""
         ...
 
+    def declare_asset(self, uri: str, *, name: str, now: datetime) -> bool:
+        """Register a declared asset (no events yet) unless it is registered; True when this call did."""
+        ...
+
+    def declare_alias(self, name: str, *, now: datetime) -> bool:
+        """Register a declared alias unless it is registered; True when this call did."""
+        ...
+
+    def catalog_announced(self, digest: str) -> bool:
+        """Whether a catalog with this digest was announced."""
+        ...
+
+    def mark_catalog_announced(self, digest: str, *, now: datetime) -> None:
+        """Remember that a catalog with this digest was announced."""
+        ...
+
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
         ...

@@ -29,6 +29,7 @@ def lambda_handler(
         NotFoundError: the pipeline is not in the catalog.
         ConflictError, StoreUnavailableError, SubmissionError: transient; the tick is retried.
     """
+    event = event or {}
     pipeline, when = event.get("pipeline"), event.get("scheduled_time")
     resolved = deps or dependencies()
     bind = getattr(getattr(resolved, "wakeups", None), "bind_target", None)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from assetflow.core import listeners
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
@@ -83,11 +84,11 @@ class Evaluator:
         """
         known = self.catalog.assets.get(event.asset)
         if self._retrying(lambda: self.store.record_asset(event, name=known.name if known else None)):
-            self.bus.publish(
-                "AssetCreated", {"uri": event.asset, "name": known.name if known else event.asset}
-            )
-        self.bus.publish("AssetChanged", {"uri": event.asset, "event_id": event.id})
-        self.bus.publish("AssetEventEmitted", event.to_json())
+            self.bus.publish(listeners.ASSET_CREATED, listeners.asset_created(event.asset, known))
+        # Airflow's on_asset_changed, then on_asset_event_emitted, when the event is recorded.
+        self.bus.publish(listeners.ASSET_CHANGED, listeners.asset_changed(event.asset, known))
+        emitted = listeners.asset_event_emitted(event, known, known_aliases=self.catalog.aliases)
+        self.bus.publish(listeners.ASSET_EVENT_EMITTED, emitted)
 
         result = Evaluation()
         aliases = self.store.aliases_of(event.asset)

@@ -13,13 +13,16 @@ from assetflow.core.conditions import Asset, AssetAlias
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
+from assetflow.core.listeners import alias_json, asset_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.ports import OutletMetadataError, RunOutputs, Store
 from assetflow.usecases.evaluate import Evaluation, Evaluator
 
 logger = logging.getLogger(__name__)
 
-ALIAS_CREATED = "AssetAliasCreated"
+#: An asset joined an alias (a run's alias outlet named it for the first time). Airflow has no hook for this
+#: association; its ``on_asset_alias_created`` is the alias's own creation (``listeners.ASSET_ALIAS_CREATED``).
+ALIAS_RESOLVED = "AssetAliasResolved"
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,13 @@ class RunStates:
                 for alias in planned.aliases:
                     if self.store.add_alias_resolution(alias, planned.asset, now=now):
                         self.evaluator.bus.publish(
-                            ALIAS_CREATED, {"alias": alias, "uri": planned.asset, "run_id": run.run_id}
+                            ALIAS_RESOLVED,
+                            {
+                                "kind": "asset_alias_resolved",
+                                "asset_alias": alias_json(self.catalog.aliases.get(alias) or alias),
+                                "asset": asset_json(planned.asset, self.catalog.assets.get(planned.asset)),
+                                "run_id": run.run_id,
+                            },
                         )
             event = AssetEvent(
                 asset=planned.asset,

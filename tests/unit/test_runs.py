@@ -380,9 +380,18 @@ def test_success_emits_the_outlets_with_the_runs_source_and_partition_key() -> N
     assert {e.partition_key for e in change.emitted} == {"2026-11-21"}
     assert [e.sort_key for e in change.emitted] == sorted(e.sort_key for e in change.emitted)
     assert evaluator.released == [ETL.id]
+    eu = {"name": "s3://lake/regions/eu", "uri": "s3://lake/regions/eu", "group": "asset", "extra": {}}
     assert evaluator.bus.published == [
-        ("AssetAliasCreated", {"alias": BY_REGION.name, "uri": "s3://lake/regions/eu", "run_id": run.run_id}),
-        ("AssetAliasCreated", {"alias": AUDIT.name, "uri": "s3://lake/regions/eu", "run_id": run.run_id}),
+        (
+            "AssetAliasResolved",
+            {
+                "kind": "asset_alias_resolved",
+                "asset_alias": {"name": alias.name, "group": alias.group},
+                "asset": eu,
+                "run_id": run.run_id,
+            },
+        )
+        for alias in (BY_REGION, AUDIT)
     ]
 
 

@@ -357,6 +357,62 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
             entries.append(QueueEntry(event, aliases, wheres))
         return tuple(entries)
 
+    def declare_asset(self, uri: str, *, name: str, now: datetime) -> bool:
+        """Register a declared asset as its first event would (``#META``, no events); True when this call did."""
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item={
+                    "pk": str_attr(f"ASSET#{uri}"),
+                    "sk": str_attr("#META"),
+                    "uri": str_attr(uri),
+                    "asset_name": str_attr(name),
+                    "created_at": str_attr(format_timestamp(now)),
+                    "last_event_at": str_attr(""),
+                    "event_count": num_attr(0),
+                    "gsi1pk": str_attr("ASSETS"),
+                    "gsi1sk": str_attr(uri),
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def declare_alias(self, name: str, *, now: datetime) -> bool:
+        """Register a declared alias (``ALIASMETA#<name>``); True when this call did."""
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item={
+                    "pk": str_attr(f"ALIASMETA#{name}"),
+                    "sk": str_attr("#META"),
+                    "created_at": str_attr(format_timestamp(now)),
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def catalog_announced(self, digest: str) -> bool:
+        """Whether a catalog with this digest was announced (``CATALOG#<digest>``)."""
+        return self._get(f"CATALOG#{digest}", "#ANNOUNCED") is not None
+
+    def mark_catalog_announced(self, digest: str, *, now: datetime) -> None:
+        """Remember that a catalog with this digest was announced."""
+        self._call(
+            "put_item",
+            TableName=self.table,
+            Item={
+                "pk": str_attr(f"CATALOG#{digest}"),
+                "sk": str_attr("#ANNOUNCED"),
+                "at": str_attr(format_timestamp(now)),
+            },
+        )
+
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Delete a queue's seen markers of these events, so that it takes them again."""
         partition = queue_pk(pipeline, key)

@@ -138,6 +138,7 @@ class LocalRuntime:
         self.pollers: list[Any] = []
         self.ticker: ScheduleTicker | None = None
         self._function_log: IO[str] | None = None
+        self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._stopped = threading.Event()
         self._locks: dict[Callable[..., Any], threading.Lock] = {}
         self._started = False
@@ -244,6 +245,11 @@ class LocalRuntime:
             except Exception:
                 logger.exception("stopping failed", extra={"part": name})
         if self._function_log is not None:
+            # Give the handlers their streams back before closing the file: a later runtime in this process
+            # (tests, benchmarks) would otherwise find them writing to a closed file.
+            for handler, stream in self._redirected:
+                handler.setStream(stream)
+            self._redirected = []
             self._function_log.close()
             self._function_log = None
 
@@ -504,8 +510,11 @@ class LocalRuntime:
         for module in FUNCTION_MODULES.values():
             powertools_logger = getattr(module, "logger", None)
             registered = getattr(powertools_logger, "registered_handler", None)
-            if isinstance(registered, logging.StreamHandler):
-                registered.setStream(self._function_log)
+            # Functions of one service (the two ingest handlers) share one handler: redirect it once.
+            if isinstance(registered, logging.StreamHandler) and all(
+                registered is not done for done, _ in self._redirected
+            ):
+                self._redirected.append((registered, registered.setStream(self._function_log)))
 
 
 @contextlib.contextmanager

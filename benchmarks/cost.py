@@ -341,6 +341,7 @@ def storage_per_million(bytes_by_kind: Mapping[str, float], events: float) -> di
 IDLE_FREE: Mapping[str, tuple[str, str]] = {
     "AWS::IAM::Role": ("free", "no charge"),
     "AWS::IAM::Policy": ("free", "no charge"),
+    "AWS::IAM::ManagedPolicy": ("free", "no charge (the API's read, emit and operate policies)"),
     "AWS::Lambda::Permission": ("free", "no charge"),
     "AWS::Lambda::LayerVersion": ("free", "the public Powertools layer; code storage only"),
     "AWS::SQS::QueuePolicy": ("free", "no charge"),

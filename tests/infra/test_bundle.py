@@ -31,7 +31,7 @@ def test_lambda_bundle_holds_the_library_and_the_compiled_catalog(catalog: Catal
 def test_lambda_bundle_is_reused_while_its_content_is_unchanged(catalog: Catalog, tmp_path: Path) -> None:
     first = build_lambda_bundle(catalog.to_document(), build_dir=tmp_path)
     again = build_lambda_bundle(catalog.to_document(), build_dir=tmp_path)
-    other = build_lambda_bundle({**catalog.to_document(), "version": 2}, build_dir=tmp_path)
+    other = build_lambda_bundle({**catalog.to_document(), "changed": True}, build_dir=tmp_path)
     assert again.path == first.path
     assert other.path != first.path
 

@@ -237,7 +237,12 @@ class Dependencies:
         """The evaluator over the store, the launcher and the bus (the first one of a catalog announces it)."""
         self.announce_catalog()
         return Evaluator(
-            catalog=self.catalog, store=self.store, launcher=self.launcher, bus=self.bus, clock=utc_now
+            catalog=self.catalog,
+            store=self.store,
+            launcher=self.launcher,
+            bus=self.bus,
+            clock=utc_now,
+            wakeups=self.wakeups,
         )
 
     @cached_property

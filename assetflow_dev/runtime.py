@@ -137,6 +137,9 @@ class LocalRuntime:
         self.api: Any = None
         self.pollers: list[Any] = []
         self.ticker: ScheduleTicker | None = None
+        # The functions' wake-ups go to the ticker (EventBridge Scheduler's one-time schedules on AWS), which is
+        # made after them: bound once it exists.
+        self._wakeups = _TickerWakeUps()
         self._function_log: IO[str] | None = None
         self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._stopped = threading.Event()
@@ -206,7 +209,7 @@ class LocalRuntime:
             repo_root=self.project_root,
         )
         self.launcher = self._build_launcher(self.catalog, self.resources, self.dynamodb.endpoint)
-        self.deps = deps = self._dependencies(launcher=self.launcher)
+        self.deps = deps = self._dependencies(launcher=self.launcher, wakeups=self._wakeups)
         self._warm(deps)
         self.launcher.report = self._invoker(handlers["run-state"], "run-state", deps, self._job_state)
         self._start_pollers(handlers, self.resources, deps)
@@ -220,6 +223,7 @@ class LocalRuntime:
             self.ticker = ScheduleTicker(
                 time_schedules(self.catalog), self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
             )
+            self._wakeups.target = self.ticker
             self.ticker.start()
         self.write_dev_config()
 
@@ -353,7 +357,9 @@ class LocalRuntime:
             watcher_name=watcher,
         )
 
-    def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Dependencies:
+    def _dependencies(
+        self, *, watcher: str | None = None, launcher: Any = None, wakeups: Any = None
+    ) -> Dependencies:
         endpoints = {k: v for k, v in self.endpoints().items() if k != "kafka"}
         return Dependencies(
             self._settings(watcher),
@@ -361,6 +367,7 @@ class LocalRuntime:
             launcher=launcher,
             endpoints=endpoints,
             config=LOCAL_CLIENT_CONFIG,
+            wakeups=wakeups,
         )
 
     @staticmethod
@@ -515,6 +522,17 @@ class LocalRuntime:
                 registered is not done for done, _ in self._redirected
             ):
                 self._redirected.append((registered, registered.setStream(self._function_log)))
+
+
+class _TickerWakeUps:
+    """The local ``WakeUps``: the ticker's one-shots, once it exists (dropped without schedules)."""
+
+    def __init__(self) -> None:
+        self.target: ScheduleTicker | None = None
+
+    def wake_at(self, pipeline: str, key: str, when: Any) -> None:
+        if self.target is not None:
+            self.target.wake_at(pipeline, key, when)
 
 
 @contextlib.contextmanager

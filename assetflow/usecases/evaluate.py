@@ -16,7 +16,7 @@ from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead
 from assetflow.core.scheduler import QueueEntry, Skip, advance, route_event
-from assetflow.ports import Clock, Launcher, ListenerBus, NullBus, Store
+from assetflow.ports import Clock, Launcher, ListenerBus, NoWakeUps, NullBus, Store, WakeUps
 from assetflow.usecases.submit import Submitter
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ class Evaluator:
         launcher: Launcher,
         clock: Clock,
         bus: ListenerBus | None = None,
+        wakeups: WakeUps | None = None,
         max_attempts: int = 12,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
@@ -50,6 +51,8 @@ class Evaluator:
         self.catalog = catalog
         self.store = store
         self.bus = bus or NullBus()
+        #: One-shot re-evaluations at a debounce or max-wait deadline (``Transition.wake_at``).
+        self.wakeups = wakeups or NoWakeUps()
         self.clock = clock
         self.max_attempts = max_attempts
         self._sleep = sleep
@@ -187,6 +190,9 @@ class Evaluator:
                 ticks=pending_ticks,
                 paused=gate.paused,
             )
+            if transition.wake_at is not None:
+                # Nothing new may come before the deadline: look at the queue again then.
+                self.wakeups.wake_at(pipeline.id, key, transition.wake_at)
             if not transition.changed:
                 return created
             try:

@@ -40,6 +40,8 @@ by_hand = Pipeline("by_hand", schedule=None, job=JOB, max_active_runs=1)
 hourly = Pipeline("hourly", schedule=timedelta(hours=1), job=JOB)
 page_etl = Pipeline("page_etl", schedule=page_in, job=JOB)
 page_hand = Pipeline("page_hand", schedule=None, job=JOB)
+debounce_in = Asset("debounce_in", "x-e2e://debounce/in")
+debounced = Pipeline("debounced", schedule=debounce_in, job=JOB, debounce=timedelta(seconds=2))
 """
 
 
@@ -170,6 +172,26 @@ def test_explain_pause_trigger_cancel_replay_and_backfill_through_the_api(api: A
     assert (made["created"], again["created"], again["existing"]) == (1, 0, 1)
     assert made["runs"][0]["triggered_by"] == "backfill"
     assert [r["run_id"] for r in again["runs"]] == [r["run_id"] for r in dry["runs"]]
+
+
+def test_a_debounced_pipeline_runs_once_quiet_woken_by_its_deadline(api: ApiClient) -> None:
+    # Two events a moment apart: no run while they keep coming; the wake-up at the deadline starts one run.
+    first = emit(api, "x-e2e://debounce/in", {"n": 1})
+    second = emit(api, "x-e2e://debounce/in", {"n": 2})
+    waiting = wait_for(
+        lambda: (doc := call(api, "GET", "/pipelines/debounced/explain"))["queued"] == 2 and doc,
+        timeout=10,
+        what="both events queued",
+    )
+    if waiting["blocked_by"] is not None:  # on a busy machine the deadline may have passed already
+        assert waiting["blocked_by"] == "debounce" and waiting["wake_at"]
+    (run,) = wait_for(lambda: runs_of(api, "debounced"), timeout=20, what="the wake-up's run")
+    assert run["triggered_by"] == "assets"
+    assert [e["id"] for e in run["triggering_asset_events"]["x-e2e://debounce/in"]] == [
+        first["id"],
+        second["id"],
+    ]
+    assert call(api, "GET", "/pipelines/debounced/explain")["queued"] == 0
 
 
 @pytest.mark.parametrize(

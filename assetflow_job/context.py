@@ -178,7 +178,7 @@ class RunContext:
         self.outlet_events = OutletEventAccessors(outlet_assets, outlet_aliases)
         self._events_table = document.get("events_table")
         self._event_reader = event_reader
-        self.inlet_events = InletEventAccessors(inlet_assets, self._reader)
+        self.inlet_events = InletEventAccessors(inlet_assets, self._reader, inlet_aliases)
         self._path_map = _path_map(document.get("path_map"))
 
     def _reader(self) -> EventReader:

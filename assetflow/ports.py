@@ -103,6 +103,13 @@ class Accepted:
     identity: str
     watcher: str
     detached: Detached | None = None
+    #: The same message's events of the watcher's other assets (one source feeding several assets), each
+    #: stored once under ``also_identity``; they share ``event``'s extra (and its detached copy).
+    also: tuple[AssetEvent, ...] = ()
+
+    def also_identity(self, event: AssetEvent) -> str:
+        """The dedupe key of one of the ``also`` events: the message's identity and the event's asset."""
+        return f"{self.identity}#{event.asset}"
 
 
 @dataclass(frozen=True)

@@ -36,15 +36,16 @@ _SCALARS = (str, int, bool, type(None))
 def _frozen_plain(value: Any) -> Any:
     """The frozen copy of a value that is already plain JSON (str keys, lists, finite numbers), in one walk.
 
-    Anything else (tuples, other keys or types, NaN) gives ``_NOT_PLAIN``: the JSON round trip then decides
-    exactly as before. Most events' extras and sources are plain, and this skips their encode and decode.
+    Frozen values (mapping proxies, tuples) count as plain: freezing a frozen value gives the same value. Anything
+    else (other keys or types, NaN) gives ``_NOT_PLAIN``: the JSON round trip then decides exactly as before. Most
+    events' extras and sources are plain, and this skips their encode and decode.
     """
     kind = type(value)
     if kind in _SCALARS:
         return value
     if kind is float:
         return value if value == value and value not in (_INF, -_INF) else _NOT_PLAIN
-    if kind is dict:
+    if kind is dict or kind is MappingProxyType:  # an already frozen value is frozen again as is
         frozen = {}
         for key, item in value.items():
             if type(key) is not str:
@@ -54,7 +55,7 @@ def _frozen_plain(value: Any) -> Any:
                 return _NOT_PLAIN
             frozen[key] = copied
         return MappingProxyType(frozen)
-    if kind is list:
+    if kind is list or kind is tuple:
         items = []
         for item in value:
             copied = _frozen_plain(item)

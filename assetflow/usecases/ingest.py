@@ -49,10 +49,15 @@ class Ingest:
                 raise ValueError(
                     "this outcome's extra goes by reference: give the extras store it was placed by"
                 )
-            if self.store.find_dedupe(outcome.identity) is not None:
+            last = outcome.also[-1] if outcome.also else None
+            done = outcome.identity if last is None else outcome.also_identity(last)
+            if self.store.find_dedupe(done) is not None:
                 return False
             self.extras.write(outcome.detached)
         _, created = self.store.put_event(outcome.event, dedupe_key=outcome.identity, now=now)
+        # The watcher's other assets, in order: a redelivery after a crash writes what is missing.
+        for event in outcome.also:
+            self.store.put_event(event, dedupe_key=outcome.also_identity(event), now=now)
         return created
 
 

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 DEFINITIONS = """
 from datetime import timedelta
 
-from assetflow import Asset, Pipeline, SparkJob
+from assetflow import Asset, AssetWatcher, Pipeline, SparkJob, SqsQueue
 
 orders = Asset("orders", "x-e2e://orders")
 customers = Asset("customers", "x-e2e://customers")
@@ -40,6 +40,9 @@ by_hand = Pipeline("by_hand", schedule=None, job=JOB, max_active_runs=1)
 hourly = Pipeline("hourly", schedule=timedelta(hours=1), job=JOB)
 page_etl = Pipeline("page_etl", schedule=page_in, job=JOB)
 page_hand = Pipeline("page_hand", schedule=None, job=JOB)
+feed = AssetWatcher("feed", SqsQueue("feed"))
+fed_one = Asset("fed_one", "x-e2e://fed/one", watchers=[feed])
+fed_two = Asset("fed_two", "x-e2e://fed/two", watchers=[feed])
 debounce_in = Asset("debounce_in", "x-e2e://debounce/in")
 debounced = Pipeline("debounced", schedule=debounce_in, job=JOB, debounce=timedelta(seconds=2))
 """
@@ -172,6 +175,21 @@ def test_explain_pause_trigger_cancel_replay_and_backfill_through_the_api(api: A
     assert (made["created"], again["created"], again["existing"]) == (1, 0, 1)
     assert made["runs"][0]["triggered_by"] == "backfill"
     assert [r["run_id"] for r in again["runs"]] == [r["run_id"] for r in dry["runs"]]
+
+
+def test_one_source_feeding_two_assets_makes_one_event_of_each(runtime: LocalRuntime, api: ApiClient) -> None:
+    sqs = runtime.client("sqs")
+    url = runtime.dev_config()["queues"]["feed"]["url"]
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"batch": 42}))
+
+    def events_of(uri: str) -> list[dict[str, Any]]:
+        return api.call("GET", "/assets/events", query={"uri": uri}).doc["items"]  # type: ignore[no-any-return]
+
+    one = wait_for(lambda: events_of("x-e2e://fed/one"), what="the event of the first asset")
+    two = wait_for(lambda: events_of("x-e2e://fed/two"), what="the event of the second asset")
+    assert len(one) == len(two) == 1 and one[0]["id"] != two[0]["id"]
+    assert one[0]["extra"]["payload"] == two[0]["extra"]["payload"] == {"batch": 42}
+    assert one[0]["source"] == two[0]["source"] == {"type": "watcher", "watcher": "feed", "kind": "sqs"}
 
 
 def test_a_debounced_pipeline_runs_once_quiet_woken_by_its_deadline(api: ApiClient) -> None:

@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from assetflow.core.errors import AssetflowError, StoreUnavailableError
 from assetflow.core.events import Run, format_timestamp
-from assetflow.core.jsonvalue import canonical_json
+from assetflow.core.jsonvalue import canonical_json, thaw_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.ports import (
     JobAlreadyEndedError,
@@ -129,6 +129,10 @@ def run_context_document(
         "outlet_metadata_uri": metadata_uri,
         "events_table": dict(events_table),
         "path_map": dict(path_map or {}),
+        # What started the run and its conf (Airflow's dag_run.conf); a replay names the run it repeats.
+        "triggered_by": run.triggered_by,
+        "conf": None if run.conf is None else thaw_json(run.conf),
+        **({"replay_of": run.replay_of} if run.replay_of else {}),
     }
 
 

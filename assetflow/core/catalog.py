@@ -433,7 +433,11 @@ class Catalog:
                 name: {
                     "name": name,
                     "asset": uri,
-                    **({"assets": list(self.watcher_assets[name])} if len(self.watcher_assets[name]) > 1 else {}),
+                    **(
+                        {"assets": list(self.watcher_assets[name])}
+                        if len(self.watcher_assets[name]) > 1
+                        else {}
+                    ),
                     "source": w.source.to_json(),
                 }
                 for name, (w, uri) in self.watchers.items()

@@ -538,3 +538,13 @@ def test_helper_source_never_imports_assetflow() -> None:
         for line in path.read_text().splitlines():
             stripped = line.strip()
             assert not stripped.startswith(("import assetflow ", "from assetflow ", "from assetflow.")), path
+
+
+def test_the_context_carries_the_runs_conf_and_what_triggered_it() -> None:
+    document = context_document(pipeline="p", run_id="r", outlet_metadata_uri="/x")
+    assert (RunContext(document).conf, RunContext(document).triggered_by) == (None, None)  # an older context
+    document |= {"triggered_by": "replay", "conf": {"full_refresh": True}, "replay_of": "r-0"}
+    ctx = RunContext(document)
+    assert (ctx.conf, ctx.triggered_by, ctx.replay_of) == ({"full_refresh": True}, "replay", "r-0")
+    with pytest.raises(RunContextError, match="conf"):
+        RunContext({**document, "conf": [1]})

@@ -599,6 +599,13 @@ def test_the_job_side_helper_reads_the_context_the_launcher_writes() -> None:
     ctx = RunContext(json.loads(json.dumps(doc)), args=["--day", "x"])
 
     assert (ctx.run_id, ctx.pipeline, ctx.partition_key) == (run.run_id, ETL.id, "k")
+    assert (ctx.triggered_by, ctx.conf, ctx.replay_of) == ("assets", None, None)
+    replayed = replace(run, triggered_by="replay", conf={"full_refresh": True}, replay_of="run-0")
+    doc = run_context_document(
+        replayed, ETL, metadata_uri="s3://b/o.json", events_table={"name": "t"}, path_map=None
+    )
+    again = RunContext(json.loads(json.dumps(doc)))
+    assert (again.triggered_by, again.conf, again.replay_of) == ("replay", {"full_refresh": True}, "run-0")
     assert [e.id for e in ctx.triggering_asset_events[RAW.uri]] == ["e001", "e003", "e002"]
     assert ctx.path("s3://lake/clean/orders") == "/tmp/lake/clean/orders"
     ctx.outlet_events[CLEAN.uri].extra = {"rows": 3}

@@ -377,3 +377,26 @@ def test_the_page_works_against_the_real_runtime(runtime: LocalRuntime, api: Api
     finally:
         context.close()
     assert not problems, problems
+
+
+def test_assetflow_ui_serves_the_page_through_its_proxy(
+    runtime: LocalRuntime, api: ApiClient, browser: Any
+) -> None:
+    # `assetflow ui` without --env: the page on its own 127.0.0.1 port, its calls forwarded to the runtime's API.
+    from playwright.sync_api import expect
+
+    from assetflow_dev.ui_proxy import UiProxy
+
+    with UiProxy(local_client(runtime.dev_config())) as proxy:
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        page = context.new_page()
+        try:
+            page.goto(proxy.url)
+            expect(page.get_by_test_id("connection")).to_contain_text("Live", timeout=20_000)
+            page.locator('[data-testid="graph-node"][data-kind="pipeline"][data-id="by_hand"]').click()
+            expect(page.get_by_test_id("explain-blocked")).to_have_attribute(
+                "data-blocked-by", "time", timeout=15_000
+            )
+            assert "token" not in page.url
+        finally:
+            context.close()

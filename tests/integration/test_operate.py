@@ -411,3 +411,39 @@ def test_assets_list_names_every_declared_asset_with_its_health(store: DynamoDbS
     second = views.list_assets(store, catalog=world.catalog, now=T0, limit=1, token=first["next"])
     assert [r["uri"] for r in first["items"] + second["items"]] == sorted([A.uri, B.uri])
     assert second["next"] is None
+
+
+# ---- ticks of every schedule kind --------------------------------------------------------------------------
+
+
+def test_ticks_of_time_only_partitioned_and_asset_and_time_schedules(store: DynamoDbStore) -> None:
+    from assetflow import AssetAndTimeSchedule, CronPartitionTimetable
+
+    world = World(
+        store,
+        Pipeline("hourly", schedule="@hourly", job=JOB),
+        Pipeline(
+            "daily_partitions", schedule=CronPartitionTimetable("0 6 * * *", key_format="%Y-%m-%d"), job=JOB
+        ),
+        Pipeline("gated", schedule=AssetAndTimeSchedule("@hourly", A), job=JOB),
+    )
+    tick = T0 + timedelta(hours=1)
+    (hourly,) = world.evaluator.handle_tick("hourly", tick).runs
+    assert (hourly.triggered_by, hourly.scheduled_time, hourly.to_json()["triggering_asset_events"]) == (
+        "time",
+        tick,
+        {},
+    )
+    assert world.evaluator.handle_tick("hourly", tick).runs == []  # a redelivered tick is ignored
+    (partition,) = world.evaluator.handle_tick("daily_partitions", T0.replace(hour=6)).runs
+    assert partition.partition_key == "2026-11-21"
+    # AssetAndTimeSchedule: a tick runs only when the condition holds then, and the run takes the queue.
+    assert world.evaluator.handle_tick("gated", tick).runs == []
+    world.emit(A, 1)
+    assert world.runs("gated") == []  # events alone never start it
+    (gated,) = world.evaluator.handle_tick("gated", tick + timedelta(hours=1)).runs
+    assert [e.id for e in store.get_run(gated.run_id).triggering_events] == ["e00001"]
+    # Paused: ticks are dropped (Airflow creates no run for a paused DAG's ticks either).
+    world.ops.pause("hourly", principal="ops")
+    assert world.evaluator.handle_tick("hourly", tick + timedelta(hours=1)).runs == []
+    assert views.explain(store, world.catalog, "hourly", now=tick)["blocked_by"] == "paused"

@@ -355,8 +355,13 @@ class PipelineStore(Protocol):
         """Up to ``limit`` stored assets with URIs after ``after`` (all with None), by URI, as ``list_assets`` rows."""
         ...
 
-    def decision_entries(self, pipeline: str, key: str, generation: int) -> tuple[QueueEntry, ...]:
-        """A queue generation's entries with what a decision reads (selector keys, kinds, times), no extras."""
+    def decision_entries(
+        self, pipeline: str, key: str, generation: int, *, aliases: bool = True, wheres: bool = True
+    ) -> tuple[QueueEntry, ...]:
+        """A queue generation's entries with what a decision reads (selector keys, kinds, times), no extras.
+
+        ``aliases``/``wheres`` False skip those attributes (the condition names no alias / no where-node).
+        """
         ...
 
     def declare_asset(self, uri: str, *, name: str, now: datetime) -> bool:

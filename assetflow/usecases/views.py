@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from assetflow.core.catalog import Catalog
+from assetflow.core.conditions import AssetAlias, Where
 from assetflow.core.decision import combine_explains, queue_progress
 from assetflow.core.decision import explain as explain_state
 from assetflow.core.entries import QueueState
@@ -194,13 +195,18 @@ def explain(
     moment = now or _utc_now()
     gate = store.pipeline_gate(pipeline.id)
     keys = store.queue_keys(pipeline.id, pending_only=False) if pipeline.partitioned else [""]
+    nodes = list(pipeline.condition.iter_nodes())
+    uses_aliases = any(isinstance(n, AssetAlias) for n in nodes)
+    uses_wheres = any(isinstance(n, Where) for n in nodes)
     docs = []
     for key in keys:
         # The head alone answers for most conditions; an order (then) or a where's misses need the entries.
         head = store.read_queue_head(pipeline.id, key)
         doc = explain_from_head(pipeline, head, active_runs=gate.active, now=moment, paused=gate.paused)
         if doc is None:
-            entries = store.decision_entries(pipeline.id, key, head.generation)
+            entries = store.decision_entries(
+                pipeline.id, key, head.generation, aliases=uses_aliases, wheres=uses_wheres
+            )
             state = QueueState(pipeline.id, key, head.version, entries, head.pending_ticks, head.last_tick)
             doc = explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused)
         docs.append(doc)

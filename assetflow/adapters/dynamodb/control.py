@@ -326,12 +326,16 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 break
         return rows
 
-    def decision_entries(self, pipeline: str, key: str, generation: int) -> tuple[QueueEntry, ...]:
+    def decision_entries(
+        self, pipeline: str, key: str, generation: int, *, aliases: bool = True, wheres: bool = True
+    ) -> tuple[QueueEntry, ...]:
         """A queue generation's entries with what a decision reads of them, and no extras.
 
         Explain judges entries by their selector keys (asset, aliases, where-keys decided at routing), kinds
-        and (timestamp, id): the extras and sources are never read again, so they are not parsed.
+        and (timestamp, id): the extras and sources are never read again, so they are not parsed. ``aliases``
+        and ``wheres`` False leave those attributes unread (a condition without aliases or where-nodes).
         """
+        projection = ", ".join(["#e", *(["aliases"] if aliases else []), *(["wheres"] if wheres else [])])
         entries = []
         for item in self._query(
             KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
@@ -339,7 +343,7 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 ":p": str_attr(queue_pk(pipeline, key)),
                 ":g": str_attr(generation_prefix(generation)),
             },
-            ProjectionExpression="#e, aliases, wheres",
+            ProjectionExpression=projection,
             ExpressionAttributeNames={"#e": "event"},
             ConsistentRead=True,
         ):
@@ -352,9 +356,9 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 source={"type": source["type"]} if "type" in source else {},
                 partition_key=doc.get("partition_key"),
             )
-            aliases = tuple(a["S"] for a in item.get("aliases", {}).get("L", []))
-            wheres = tuple(w["S"] for w in item.get("wheres", {}).get("L", []))
-            entries.append(QueueEntry(event, aliases, wheres))
+            counted_for = tuple(a["S"] for a in item.get("aliases", {}).get("L", []))
+            matched = tuple(w["S"] for w in item.get("wheres", {}).get("L", []))
+            entries.append(QueueEntry(event, counted_for, matched))
         return tuple(entries)
 
     def declare_asset(self, uri: str, *, name: str, now: datetime) -> bool:

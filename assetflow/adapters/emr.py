@@ -252,6 +252,8 @@ class EmrServerlessLauncher:
             state = self.job_state(job_run_id)
             if state in _ENDED_STATES:
                 raise JobAlreadyEndedError(f"job run {job_run_id} has ended ({state})") from exc
+            if state == "CANCELLING":
+                return  # cancelled already: a repeated cancel is harmless
             raise
         except BotoCoreError as exc:
             raise JobServiceUnavailableError(f"CancelJobRun {job_run_id}: {exc}") from exc

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import typing
 from collections.abc import Mapping
@@ -23,10 +25,11 @@ if typing.TYPE_CHECKING:
     from assetflow.adapters.extras import S3ExtrasStore
     from assetflow.adapters.messages import MessageTranslator
     from assetflow.core.catalog import Catalog
-    from assetflow.ports import ListenerBus
+    from assetflow.ports import ListenerBus, WakeUps
     from assetflow.usecases.evaluate import Evaluator
     from assetflow.usecases.ingest import Ingest
     from assetflow.usecases.job_state import RunStates
+    from assetflow.usecases.operate import Operations
     from assetflow.usecases.reconcile import Reconciler
 
 
@@ -60,6 +63,12 @@ class Settings:
     listener_events: frozenset[str] | None = None
     #: Assets whose events are spread over several partitions (``ASSETFLOW_EVENT_SHARDS``: ``{uri: n}``).
     event_shards: Mapping[str, int] | None = None
+    #: Where one-time wake-ups go (EventBridge Scheduler): their group, the role they run with, the tick
+    #: function they invoke (unset in the tick function itself) and the dead-letter queue.
+    wake_schedule_group: str | None = None
+    wake_role_arn: str | None = None
+    wake_target_arn: str | None = None
+    wake_dlq_arn: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -107,6 +116,10 @@ class Settings:
             run_token_key=environ.get("RUN_TOKEN_KEY") or None,
             listener_events=listener_events,
             event_shards=event_shards,
+            wake_schedule_group=environ.get("WAKE_SCHEDULE_GROUP") or None,
+            wake_role_arn=environ.get("WAKE_ROLE_ARN") or None,
+            wake_target_arn=environ.get("WAKE_TARGET_ARN") or None,
+            wake_dlq_arn=environ.get("WAKE_DLQ_ARN") or None,
         )
 
 
@@ -121,10 +134,12 @@ class Dependencies:
         launcher: Any = None,
         endpoints: Mapping[str, str] | None = None,
         config: Config | None = None,
+        wakeups: WakeUps | None = None,
     ) -> None:
         self.settings = settings
         self._session = session  # a boto3 or botocore session; None: the process's botocore session
         self._launcher = launcher
+        self._wakeups = wakeups
         self._endpoints = dict(endpoints or {})
         self._config = config
 
@@ -204,6 +219,26 @@ class Dependencies:
         return KmsRunTokens(self.client("kms"), self.settings.run_token_key)
 
     @cached_property
+    def wakeups(self) -> WakeUps:
+        """One-shot re-evaluations: EventBridge Scheduler one-time schedules (the local ticker when injected)."""
+        if self._wakeups is not None:
+            return self._wakeups
+        s = self.settings
+        if not (s.wake_schedule_group and s.wake_role_arn):
+            from assetflow.ports import NoWakeUps
+
+            return NoWakeUps()
+        from assetflow.adapters.wakeups import EventBridgeSchedulerWakeUps
+
+        return EventBridgeSchedulerWakeUps(
+            self.client("scheduler"),
+            group=s.wake_schedule_group,
+            role_arn=s.wake_role_arn,
+            target_arn=s.wake_target_arn,
+            dead_letter_arn=s.wake_dlq_arn,
+        )
+
+    @cached_property
     def launcher(self) -> Any:
         """The EMR Serverless launcher."""
         if self._launcher is not None:
@@ -249,12 +284,45 @@ class Dependencies:
         return Ingest(store=self.store, extras=self.extras)
 
     @cached_property
+    def catalog_digest(self) -> str:
+        """The digest of the shipped catalog document (a new deployment of other definitions changes it)."""
+        return hashlib.sha256(Path(self.settings.catalog_path).read_bytes()).hexdigest()[:32]
+
+    def announce_catalog(self) -> None:
+        """Announce the catalog once per digest (new assets and aliases to listeners); never fails the caller."""
+        from assetflow.usecases.announce import announce_once
+
+        try:
+            announce_once(self.store, self.bus, self.catalog, digest=self.catalog_digest, now=utc_now())
+        except Exception:  # listeners are best effort; the next cold start tries again
+            logging.getLogger(__name__).warning("catalog not announced", exc_info=True)
+
+    @cached_property
     def evaluator(self) -> Evaluator:
-        """The evaluator over the store, the launcher and the bus."""
+        """The evaluator over the store, the launcher and the bus (the first one of a catalog announces it)."""
         from assetflow.usecases.evaluate import Evaluator
 
+        self.announce_catalog()
         return Evaluator(
-            catalog=self.catalog, store=self.store, launcher=self.launcher, bus=self.bus, clock=utc_now
+            catalog=self.catalog,
+            store=self.store,
+            launcher=self.launcher,
+            bus=self.bus,
+            clock=utc_now,
+            wakeups=self.wakeups,
+        )
+
+    @cached_property
+    def operations(self) -> Operations:
+        """The operator's actions: trigger, cancel, replay, pause, unpause, backfill."""
+        from assetflow.usecases.operate import Operations
+
+        return Operations(
+            catalog=self.catalog,
+            store=self.store,
+            submitter=self.evaluator.submitter,
+            release=self.evaluator.release,
+            clock=utc_now,
         )
 
     @cached_property
@@ -273,6 +341,7 @@ class Dependencies:
             clock=utc_now,
             job_lookup=getattr(self.launcher, "run_id_of_job", None),
             extras=self.extras,
+            admit=self.operations.admit,
         )
 
     @cached_property

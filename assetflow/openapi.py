@@ -53,6 +53,20 @@ _EXTRA: dict[str, dict[str, Any]] = {
     },
 }
 
+_RUN_KEY = {
+    "parameters": [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+            "description": "a retry with the same key (per caller) returns the run the first request created",
+        }
+    ],
+}
+_EXTRA["triggerRun"] = _RUN_KEY
+_EXTRA["replayRun"] = _RUN_KEY
+
 SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
@@ -67,6 +81,7 @@ SCHEMAS: dict[str, Any] = {
                     "conflict",
                     "payload_too_large",
                     "idempotency_key_reused",
+                    "invalid_state",
                     "unavailable",
                     "internal_error",
                 ],
@@ -107,13 +122,102 @@ SCHEMAS: dict[str, Any] = {
     },
     "Asset": {
         "type": "object",
-        "required": ["uri", "name", "created_at", "last_event_at", "event_count"],
+        "required": ["uri", "name", "created_at", "last_event_at", "event_count", "health"],
         "properties": {
             "uri": {"type": "string"},
             "name": {"type": "string"},
-            "created_at": {"type": "string"},
+            "created_at": {"type": "string", "nullable": True, "description": "null until its first event"},
             "last_event_at": {"type": "string", "nullable": True},
             "event_count": {"type": "integer"},
+            "health": {"type": "string", "enum": ["fresh", "late", "check_failed", "quarantined_input"]},
+            "declared": {"type": "boolean", "description": "whether the catalog declares it"},
+        },
+    },
+    "TriggerRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "conf": {"type": "object", "nullable": True, "description": "the run's conf (a JSON object)"},
+            "partition_key": {"type": "string", "minLength": 1, "maxLength": 256, "nullable": True},
+        },
+    },
+    "CancelRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "requeue": {
+                "type": "boolean",
+                "default": False,
+                "description": "put the run's triggering events back in the queue (default: they are spent)",
+            }
+        },
+    },
+    "BackfillRequest": {
+        "type": "object",
+        "required": ["start", "end"],
+        "additionalProperties": False,
+        "properties": {
+            "start": {"type": "string", "example": "2026-11-20T00:00:00Z"},
+            "end": {
+                "type": "string",
+                "example": "2026-11-21T00:00:00Z",
+                "description": "exclusive; not in the future",
+            },
+            "dry_run": {"type": "boolean", "default": False},
+        },
+    },
+    "BackfillResult": {
+        "type": "object",
+        "required": ["pipeline", "start", "end", "dry_run", "runs", "created", "existing"],
+        "properties": {
+            "pipeline": {"type": "string"},
+            "start": {"type": "string"},
+            "end": {"type": "string"},
+            "dry_run": {"type": "boolean"},
+            "events": {"type": "integer"},
+            "ticks": {"type": "integer"},
+            "runs": {"type": "array", "items": {"type": "object"}},
+            "created": {"type": "integer"},
+            "existing": {"type": "integer"},
+            "skipped": {"type": "array", "items": {"type": "object"}},
+        },
+    },
+    "PauseResult": {
+        "type": "object",
+        "required": ["pipeline", "paused", "changed"],
+        "properties": {
+            "pipeline": {"type": "string"},
+            "paused": {"type": "boolean"},
+            "changed": {"type": "boolean"},
+            "runs": {"type": "array", "items": {"type": "string"}, "description": "runs unpausing started"},
+        },
+    },
+    "Explain": {
+        "type": "object",
+        "required": ["pipeline", "due", "blocked_by", "missing", "updated", "required", "condition"],
+        "properties": {
+            "pipeline": {"type": "string"},
+            "due": {"type": "boolean"},
+            "blocked_by": {
+                "type": "string",
+                "nullable": True,
+                "enum": ["assets", "max_active_runs", "debounce", "time", "paused"],
+            },
+            "missing": {"type": "array", "items": {"type": "string"}},
+            "updated": {"type": "integer"},
+            "required": {"type": "integer"},
+            "condition": {
+                "type": "object",
+                "nullable": True,
+                "description": 'the tree: {"op", "value", "children"}; leaves {"op", "value", "uri"|"name", "queued"}',
+            },
+            "paused": {"type": "boolean"},
+            "queued": {"type": "integer"},
+            "active_runs": {"type": "integer"},
+            "max_active_runs": {"type": "integer", "nullable": True},
+            "wake_at": {"type": "string", "nullable": True},
+            "next_tick": {"type": "string", "nullable": True},
+            "held_runs": {"type": "integer"},
         },
     },
     "QueueEntry": {
@@ -154,6 +258,13 @@ SCHEMAS: dict[str, Any] = {
             "partition_key": {"type": "string", "nullable": True},
             "job_run_id": {"type": "string", "nullable": True},
             "scheduled_time": {"type": "string", "nullable": True},
+            "triggered_by": {"type": "string", "enum": ["assets", "time", "manual", "replay", "backfill"]},
+            "conf": {
+                "type": "object",
+                "nullable": True,
+                "description": "the run's configuration (dag_run.conf)",
+            },
+            "replay_of": {"type": "string", "description": "the run a replay repeats (replays only)"},
             "triggering_asset_events": {
                 "type": "object",
                 "additionalProperties": {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from assetflow.core.errors import AssetflowError, DocumentError
+from assetflow.core.errors import AssetflowError, DocumentError, StoreUnavailableError
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, QueueSummary, StoredQueue
@@ -39,6 +39,14 @@ class SubmissionRejectedError(AssetflowError):
 
 class TransitionTooLargeError(AssetflowError, ValueError):
     """A transition needs more writes than one transaction holds; feed it fewer entries at once."""
+
+
+class JobServiceUnavailableError(StoreUnavailableError):
+    """The job service (EMR Serverless) is throttling or failing a call other than a submission; retry later."""
+
+
+class JobAlreadyEndedError(AssetflowError):
+    """The job service says the job run has ended already, so there is nothing to cancel."""
 
 
 class OutletMetadataError(DocumentError):
@@ -102,6 +110,13 @@ class Accepted:
     #: The source can deliver the message again at any age (a Kafka topic read again from an old offset), not
     #: only within SQS's or a stream's retention: its dedupe record is kept for good.
     lasting_identity: bool = False
+    #: The same message's events of the watcher's other assets (one source feeding several assets), each
+    #: stored once under ``also_identity``; they share ``event``'s extra (and its detached copy).
+    also: tuple[AssetEvent, ...] = ()
+
+    def also_identity(self, event: AssetEvent) -> str:
+        """The dedupe key of one of the ``also`` events: the message's identity and the event's asset."""
+        return f"{self.identity}#{event.asset}"
 
 
 @dataclass(frozen=True)
@@ -134,12 +149,15 @@ class QueueSnapshot:
     """What the evaluator needs of one queue before it changes it, read in one batch with other queues'.
 
     ``seen`` are the asked-for events that this queue has seen before (queued or consumed);
-    ``active_runs`` is the pipeline's counter of active runs (kept for pipelines with ``max_active_runs``).
+    ``active_runs`` is the pipeline's counter of active runs (kept for pipelines with ``max_active_runs``),
+    on the same item as its ``paused`` flag.
     """
 
     head: QueueHead
     active_runs: int
     seen: frozenset[str]
+    #: An operator paused the pipeline (its events queue, no run is made).
+    paused: bool = False
 
 
 # ---- the store, one port per aggregate -------------------------------------------------------------------
@@ -359,7 +377,101 @@ class QuarantineStore(Protocol):
         ...
 
 
-class Store(EventStore, QueueStore, RunStore, QuarantineStore, Protocol):
+@dataclass(frozen=True)
+class PipelineGate:
+    """A pipeline's run gate: how many of its runs are active, and whether an operator paused it."""
+
+    active: int
+    paused: bool
+
+
+class PipelineStore(Protocol):
+    """Pipeline control: the paused flag, runs held for a free slot, and the history backfills read."""
+
+    def pipeline_gate(self, pipeline: str) -> PipelineGate:
+        """The pipeline's active runs and paused flag (one consistent read)."""
+        ...
+
+    def set_paused(self, pipeline: str, paused: bool, *, now: datetime, principal: str) -> bool:
+        """Pause or unpause; True when that changed the flag."""
+        ...
+
+    def hold_run(self, run: Run, *, trigger_from: str | None = None) -> tuple[Run, bool]:
+        """Create a queued run that waits for a slot (it counts as active once admitted); once per run id.
+
+        ``trigger_from``: a run whose stored triggering events this run shares (a replay), instead of its own.
+        Returns the stored run and whether this call created it.
+
+        Raises:
+            NotFoundError: ``trigger_from`` names no run.
+        """
+        ...
+
+    def held_runs(self, pipeline: str) -> list[str]:
+        """The ids of the runs held for a slot, in the order they will be admitted."""
+        ...
+
+    def is_held(self, run_id: str) -> bool:
+        """Whether the run is held for a slot (created, not yet counted as active)."""
+        ...
+
+    def admit_held(self, pipeline: Pipeline, *, limit: int = 25) -> list[Run]:
+        """Count held runs as active, oldest first, while a slot is free and the pipeline is not paused.
+
+        Returns the admitted runs (to submit).
+
+        Raises:
+            ConflictError: a lost race with another writer; retry.
+        """
+        ...
+
+    def cancel_held(self, run_id: str) -> Run | None:
+        """Cancel a held run; None when it is no longer held (admitted or ended meanwhile)."""
+        ...
+
+    def events_between(self, uri: str, start: datetime, end: datetime) -> list[AssetEvent]:
+        """An asset's events with ``start <= timestamp < end``, in (timestamp, id) order."""
+        ...
+
+    def alias_assets(self, alias: str) -> list[str]:
+        """The assets an alias resolves to."""
+        ...
+
+    def assets_after(self, after: str | None, *, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored assets with URIs after ``after`` (all with None), by URI, as ``list_assets`` rows."""
+        ...
+
+    def decision_entries(
+        self, pipeline: str, key: str, generation: int, *, aliases: bool = True, wheres: bool = True
+    ) -> tuple[QueueEntry, ...]:
+        """A queue generation's entries with what a decision reads (selector keys, kinds, times), no extras.
+
+        ``aliases``/``wheres`` False skip those attributes (the condition names no alias / no where-node).
+        """
+        ...
+
+    def declare_asset(self, uri: str, *, name: str, now: datetime) -> bool:
+        """Register a declared asset (no events yet) unless it is registered; True when this call did."""
+        ...
+
+    def declare_alias(self, name: str, *, now: datetime) -> bool:
+        """Register a declared alias unless it is registered; True when this call did."""
+        ...
+
+    def catalog_announced(self, digest: str) -> bool:
+        """Whether a catalog with this digest was announced."""
+        ...
+
+    def mark_catalog_announced(self, digest: str, *, now: datetime) -> None:
+        """Remember that a catalog with this digest was announced."""
+        ...
+
+    def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
+        """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
+        ...
+
+
+class Store(EventStore, QueueStore, RunStore, QuarantineStore, PipelineStore, Protocol):
     """Every aggregate's store in one (one table on AWS)."""
 
 
@@ -367,7 +479,7 @@ class Store(EventStore, QueueStore, RunStore, QuarantineStore, Protocol):
 
 
 class Launcher(Protocol):
-    """Starts a run's Spark job; idempotent on the run id (EMR's ``clientToken``)."""
+    """Starts a run's Spark job; idempotent on the run id (EMR's ``clientToken``). Cancels it."""
 
     def submit(self, run: Run, pipeline: Pipeline) -> str:
         """Start the job; returns the job run id.
@@ -378,6 +490,34 @@ class Launcher(Protocol):
         """
         ...
 
+    def cancel(self, run: Run) -> None:
+        """Stop the run's job run (EMR ``CancelJobRun``); harmless when repeated.
+
+        Raises:
+            JobAlreadyEndedError: the job run has ended already.
+            JobServiceUnavailableError: throttled or failing; retry.
+        """
+        ...
+
+
+class WakeUps(Protocol):
+    """One-shot re-evaluations of a queue at a given time (a debounce or max-wait deadline)."""
+
+    def wake_at(self, pipeline: str, key: str, when: datetime) -> None:
+        """Re-evaluate the queue ``(pipeline, key)`` at ``when`` (once; repeated requests are harmless).
+
+        Raises:
+            StoreUnavailableError: the scheduler is throttling or failing; retry.
+        """
+        ...
+
+
+class NoWakeUps:
+    """Wake-ups dropped (tests, and runtimes where a run's end or the next event re-evaluates anyway)."""
+
+    def wake_at(self, pipeline: str, key: str, when: datetime) -> None:
+        """Drop the wake-up."""
+
 
 @dataclass(frozen=True)
 class JobRunStatus:
@@ -385,10 +525,6 @@ class JobRunStatus:
 
     state: str
     details: str = ""
-
-
-class JobServiceUnavailableError(AssetflowError):
-    """The job service is throttling or failing a read; try again later."""
 
 
 class JobRuns(Protocol):
@@ -493,15 +629,19 @@ __all__ = [
     "EventStore",
     "ExtraTooLargeError",
     "ExtrasStore",
+    "JobAlreadyEndedError",
     "JobRunStatus",
     "JobRuns",
     "JobServiceUnavailableError",
     "Launcher",
     "ListenerBus",
+    "NoWakeUps",
     "NullBus",
     "Outcome",
     "OutletMetadataError",
     "Page",
+    "PipelineGate",
+    "PipelineStore",
     "QuarantineStore",
     "Quarantined",
     "QueueSnapshot",
@@ -512,6 +652,4 @@ __all__ = [
     "Store",
     "SubmissionError",
     "SubmissionRejectedError",
-    "TransitionTooLargeError",
-    "Written",
 ]

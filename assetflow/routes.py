@@ -112,6 +112,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/runs/{run_id}", "getRun", "read", "One run with its triggering and produced events", response="RunDetail", errors=(404,)),  # noqa: E501
     Route("GET", "/quarantine", "listQuarantine", "read", "Rejected messages, newest first", query=("limit", "next"), response="page:Quarantined"),  # noqa: E501
     Route("GET", "/catalog", "getCatalog", "read", "The compiled definitions (as `assetflow catalog --json`)", response="Catalog"),  # noqa: E501
+    Route("GET", "/pipelines/{id}/explain", "explainPipeline", "read", "Why the pipeline runs or waits now: its condition tree, x of N, and one blocked_by reason", response="Explain", errors=(404,)),  # noqa: E501
+    Route("POST", "/pipelines/{id}/runs", "triggerRun", "operate", "Trigger a manual run (waits queued for a slot under max_active_runs)", body="TriggerRequest", response="Run", status=201, errors=(404, 413, 422)),  # noqa: E501
+    Route("POST", "/pipelines/{id}/pause", "pausePipeline", "operate", "Pause a pipeline: events keep queueing, no run starts", response="PauseResult", errors=(404,)),  # noqa: E501
+    Route("POST", "/pipelines/{id}/unpause", "unpausePipeline", "operate", "Unpause a pipeline and evaluate it again", response="PauseResult", errors=(404,)),  # noqa: E501
+    Route("POST", "/pipelines/{id}/backfill", "backfillPipeline", "operate", "The runs the schedule would have made from the stored events in [start, end)", body="BackfillRequest", response="BackfillResult", errors=(404,)),  # noqa: E501
+    Route("POST", "/runs/{run_id}/cancel", "cancelRun", "operate", "Cancel a queued or running run (EMR CancelJobRun); frees its slot", body="CancelRequest", response="Run", errors=(404, 409)),  # noqa: E501
+    Route("POST", "/runs/{run_id}/replay", "replayRun", "operate", "A new run with the same triggering events and conf", response="Run", status=201, errors=(404, 409, 422)),  # noqa: E501
     Route("GET", "/openapi.json", "getOpenApi", "read", "This API's OpenAPI 3 document"),
 )  # fmt: skip
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -253,6 +254,13 @@ def _view_catalog(args: argparse.Namespace) -> Catalog:
         ) from exc
 
 
+def _optional_catalog(args: argparse.Namespace) -> Catalog | None:
+    """The definitions when there are some (every declared asset is listed); None without (stored ones only)."""
+    if args.pipelines == "pipelines" and not Path("pipelines").exists():
+        return None
+    return _view_catalog(args)
+
+
 @contextlib.contextmanager
 def _view_errors(args: argparse.Namespace) -> Iterator[None]:
     """Turn the views' and the SDK's errors into one clear line each."""
@@ -359,14 +367,17 @@ def cmd_assets_list(args: argparse.Namespace) -> int:
     from assetflow.usecases import views
 
     with _view_errors(args):
-        page = views.list_assets(_store(args), limit=args.limit, token=args.next)
+        catalog = _optional_catalog(args)
+        page = views.list_assets(_store(args), limit=args.limit, token=args.next, catalog=catalog)
 
     def show(items: list[dict[str, Any]]) -> None:
-        rows = [[a["uri"], a["name"], a["event_count"], a["last_event_at"]] for a in items]
+        rows = [
+            [a["uri"], a["name"], a["event_count"], a["last_event_at"], a.get("health", "-")] for a in items
+        ]
         _table(
-            ("URI", "NAME", "EVENTS", "LAST EVENT"),
+            ("URI", "NAME", "EVENTS", "LAST EVENT", "HEALTH"),
             rows,
-            "no assets yet (an asset appears with its first event)",
+            "no assets (declare some in the definitions; an undeclared asset appears with its first event)",
         )
 
     return _page(args, page, show)
@@ -444,6 +455,7 @@ def cmd_queue_list(args: argparse.Namespace) -> int:
             rows,
             f"no queued events for {args.pipeline}",
         )
+        print(f"{page['updated']} of {page['required']} assets updated")
 
     return _page(args, page, show)
 
@@ -512,6 +524,240 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
                 print(
                     f"    {event['timestamp']}  {event['id']}  {_source(event['source'])}  {_short(event['extra'])}"
                 )
+    return EXIT_OK
+
+
+# ---- the operator's actions: through the HTTP API (the process that runs the jobs must act) ------------
+
+
+def _api(args: argparse.Namespace) -> Any:
+    """The API to call: the deployed one of ``--env`` (SigV4), else the local runtime's (``dev.json``)."""
+    from assetflow_dev.api_client import ApiClientError, deployed_client, local_client
+
+    try:
+        if args.env:
+            return deployed_client(args.env)
+        dev = _dev_config()
+        if dev is not None:
+            return local_client(dev)
+    except ApiClientError as exc:
+        raise CliError(str(exc)) from exc
+    raise CliError(
+        "no API to call: run `assetflow dev up` in this directory (it writes .assetflow/dev.json), "
+        "or give --env NAME for a deployed environment"
+    )
+
+
+def _api_call(
+    args: argparse.Namespace, method: str, path: str, doc: Any = None, headers: dict[str, str] | None = None
+) -> Any:
+    """One API call; an error answer or no answer becomes one line (exit 1)."""
+    from assetflow_dev.api_client import ApiClientError
+
+    try:
+        answer = _api(args).call(method, path, doc, headers=headers)
+    except ApiClientError as exc:
+        raise CliError(str(exc)) from exc
+    if not answer.ok:
+        raise CliError(answer.error_text())
+    return answer.doc
+
+
+def _segment(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"{option} is not JSON: {exc}", EXIT_USAGE) from exc
+    if not isinstance(value, dict):
+        raise CliError(f"{option} must be a JSON object such as '{{\"full_refresh\": true}}'", EXIT_USAGE)
+    return value
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    job = run.get("job_run_id") or ("waiting for a slot" if run.get("state") == "queued" else None)
+    return (
+        f"run {run['run_id']} of {run['pipeline']}: {run['state']} "
+        f"(triggered by {run.get('triggered_by')}; job run {job or '-'})"
+    )
+
+
+def cmd_runs_trigger(args: argparse.Namespace) -> int:
+    """Trigger a manual run (any pipeline); it waits queued while the pipeline is at max_active_runs or paused."""
+    body: dict[str, Any] = {}
+    conf = _json_object(args.conf, "--conf")
+    if conf is not None:
+        body["conf"] = conf
+    if args.partition_key is not None:
+        body["partition_key"] = args.partition_key
+    headers = {"idempotency-key": args.idempotency_key} if args.idempotency_key else None
+    run = _api_call(args, "POST", f"/pipelines/{_segment(args.pipeline)}/runs", body, headers)
+    if args.json:
+        _print_json(run)
+    else:
+        print(_run_line(run))
+    return EXIT_OK
+
+
+def cmd_runs_cancel(args: argparse.Namespace) -> int:
+    """Cancel a queued or running run; its events are spent unless --requeue puts them back in the queue."""
+    run = _api_call(args, "POST", f"/runs/{_segment(args.run_id)}/cancel", {"requeue": args.requeue})
+    if args.json:
+        _print_json(run)
+    else:
+        requeued = "; its events are back in the queue" if args.requeue else ""
+        print(f"cancelled run {run['run_id']} of {run['pipeline']}{requeued}")
+    return EXIT_OK
+
+
+def cmd_runs_replay(args: argparse.Namespace) -> int:
+    """Start a new run with the same triggering events and conf as RUN_ID."""
+    headers = {"idempotency-key": args.idempotency_key} if args.idempotency_key else None
+    run = _api_call(args, "POST", f"/runs/{_segment(args.run_id)}/replay", None, headers)
+    if args.json:
+        _print_json(run)
+    else:
+        print(f"{_run_line(run)}, a replay of {run.get('replay_of')}")
+    return EXIT_OK
+
+
+def cmd_pipelines_pause(args: argparse.Namespace) -> int:
+    """Pause a pipeline (events keep queueing; no run starts) or unpause it."""
+    verb = "pause" if args.action == "pause" else "unpause"
+    result = _api_call(args, "POST", f"/pipelines/{_segment(args.pipeline)}/{verb}")
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    state = "paused" if result["paused"] else "unpaused"
+    already = "" if result.get("changed") else " (it already was)"
+    started = result.get("runs") or []
+    print(f"{result['pipeline']} {state}{already}" + (f"; started {len(started)} run(s)" if started else ""))
+    return EXIT_OK
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """The runs the schedule would have made from the stored events in [--start, --end), in order."""
+    body = {"start": args.start, "end": args.end, "dry_run": args.dry_run}
+    print(
+        f"{'planning' if args.dry_run else 'backfilling'} {args.pipeline} over [{args.start}, {args.end})...",
+        file=sys.stderr,
+        flush=True,
+    )
+    result = _api_call(args, "POST", f"/pipelines/{_segment(args.pipeline)}/backfill", body)
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    rows = [
+        [
+            r["due_at"],
+            r["run_id"],
+            r["state"],
+            r.get("partition_key"),
+            sum(len(v) for v in r["triggering_asset_events"].values()),
+            r.get("scheduled_time"),
+        ]
+        for r in result["runs"]
+    ]
+    _table(("DUE AT", "RUN ID", "STATE", "PARTITION", "EVENTS", "TICK"), rows, "no runs in this window")
+    if args.dry_run:
+        planned = f"{len(rows)} run(s) planned from {result['events']} event(s) and {result['ticks']} tick(s)"
+        print(f"{planned}; nothing created")
+    else:
+        print(
+            f"{result['created']} run(s) created, {result['existing']} already there (from an earlier backfill)"
+        )
+    return EXIT_OK
+
+
+def _tree_lines(node: dict[str, Any], depth: int = 0) -> list[str]:
+    pad = "  " * (depth + 1)
+    mark = "yes" if node.get("value") else "no "
+    op = node.get("op")
+    if "children" in node:
+        head = f"{pad}{mark}  {op}"
+        if op == "at_least":
+            head += f" {node.get('n')} ({node.get('queued')} queued)"
+        if node.get("within_seconds") is not None:
+            head += f" within {node['within_seconds']:g} s"
+        return [head] + [line for child in node["children"] for line in _tree_lines(child, depth + 1)]
+    subject = node.get("uri") or node.get("name") or ""
+    text = f"{pad}{mark}  {op} {subject}  ({node.get('queued', 0)} queued"
+    if node.get("missed"):
+        text += f", {node['missed']} not matching"
+    return [text + ")"]
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Why a pipeline runs or waits now: its condition tree, x of N assets updated, and the one reason."""
+    from assetflow.usecases import views
+
+    with _view_errors(args):
+        doc = views.explain(_store(args), _view_catalog(args), args.pipeline)
+    if args.json:
+        _print_json(doc)
+        return EXIT_OK
+    reason = doc["blocked_by"]
+    if doc["due"]:
+        status = "due: a run starts now"
+    elif reason == "assets":
+        status = f"waiting for assets: {', '.join(doc['missing']) or 'more events'}"
+    elif reason == "max_active_runs":
+        status = f"waiting for a slot ({doc['active_runs']} of {doc['max_active_runs']} runs active)"
+    elif reason == "debounce":
+        status = f"debouncing until {doc['wake_at']}"
+    elif reason == "time":
+        status = f"waiting for its schedule (next tick {doc['next_tick'] or 'none: manual only'})"
+    else:
+        status = "paused (events keep queueing; `assetflow pipelines unpause` resumes it)"
+    print(f"{doc['pipeline']}: {status}")
+    print(
+        f"{doc['updated']} of {doc['required']} assets updated; {doc['queued']} event(s) queued; "
+        f"{doc['active_runs']} run(s) active; {doc.get('held_runs', 0)} run(s) held for a slot"
+    )
+    if doc["condition"] is not None:
+        print("condition:")
+        print("\n".join(_tree_lines(doc["condition"])))
+    for partition in doc.get("partitions", []):
+        print(
+            f"  partition {partition['key']}: {partition['updated']} of {partition['required']}, "
+            f"{'due' if partition['due'] else partition['blocked_by']}"
+        )
+    return EXIT_OK
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """Serve the web page on 127.0.0.1; its calls go to --env's API (signed with your AWS keys) or the local one."""
+    from assetflow_dev.ui_proxy import UiProxy
+
+    client = _api(args)
+    try:
+        proxy = UiProxy(client, port=args.port).start()
+    except OSError as exc:
+        raise CliError(f"cannot listen on 127.0.0.1:{args.port}: {exc}") from exc
+    where = f"{client.base_url} (from {client.origin})"
+    signing = (
+        "signed with your AWS credentials (SigV4)" if client.signer is not None else "with the local token"
+    )
+    print(f"assetflow ui: the page is at {proxy.url}", flush=True)
+    print(f"its API calls go to {where}, {signing}. Ctrl-C stops it.", flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(proxy.url)
+    with _stopped_by_signals():
+        try:
+            stop = threading.Event()
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            print("stopping...", flush=True)
+        finally:
+            proxy.stop()
     return EXIT_OK
 
 
@@ -829,11 +1075,58 @@ def _view_commands(tree: _Commands) -> None:
     runs("show", cmd_runs_show, "one run with triggering_asset_events", _STORE).add_argument(
         "run_id", metavar="RUN_ID"
     )
+    trigger = runs("trigger", cmd_runs_trigger, "trigger a manual run (it respects max_active_runs)")
+    trigger.add_argument("pipeline", metavar="PIPELINE")
+    trigger.add_argument("--conf", metavar="JSON", help="the run's conf, a JSON object")
+    trigger.add_argument("--partition-key", metavar="KEY", help="the run's partition key")
+    trigger.add_argument(
+        "--idempotency-key", metavar="KEY", help="repeat with the same key to make one run only"
+    )
+    cancel = runs(
+        "cancel", cmd_runs_cancel, "cancel a queued or running run (EMR CancelJobRun); frees its slot"
+    )
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    cancel.add_argument(
+        "--requeue",
+        action="store_true",
+        help="put the run's triggering events back in the queue (default: they are spent, as in Airflow)",
+    )
+    replay = runs("replay", cmd_runs_replay, "a new run with the same triggering events and conf")
+    replay.add_argument("run_id", metavar="RUN_ID")
+    replay.add_argument(
+        "--idempotency-key", metavar="KEY", help="repeat with the same key to make one run only"
+    )
+    pipelines = tree.group("pipelines", "pipelines: pause and unpause")
+    for verb, text in (
+        ("pause", "pause a pipeline: events keep queueing, no run starts"),
+        ("unpause", "unpause a pipeline: held runs and due queues start"),
+    ):
+        pipelines(verb, cmd_pipelines_pause, text).add_argument("pipeline", metavar="ID")
+    explain = tree.command("explain", cmd_explain, "why a pipeline runs or waits now", _STORE)
+    explain.add_argument("pipeline", metavar="PIPELINE")
+    backfill = tree.command(
+        "backfill",
+        cmd_backfill,
+        "create the runs the schedule would have made from the stored events in a window",
+    )
+    backfill.add_argument("pipeline", metavar="PIPELINE")
+    backfill.add_argument(
+        "--start", required=True, metavar="T", help="ISO-8601, inclusive (2026-11-20T00:00:00Z)"
+    )
+    backfill.add_argument("--end", required=True, metavar="T", help="ISO-8601, exclusive, not in the future")
+    backfill.add_argument("--dry-run", action="store_true", help="print the runs only; create nothing")
     quarantine = tree.group("quarantine", "rejected messages")
     quarantine("list", cmd_quarantine_list, "rejected messages with their reasons", _STORE, _PAGING)
 
 
 def _runtime_commands(tree: _Commands) -> None:
+    ui = tree.command(
+        "ui",
+        cmd_ui,
+        "serve the web page on 127.0.0.1 (for --env NAME, signing its calls with your AWS credentials)",
+    )
+    ui.add_argument("--port", type=int, default=0, metavar="PORT", help="the port (default: any free one)")
+    ui.add_argument("--open", action="store_true", help="open the page in the default browser")
     dev = tree.group("dev", "the local runtime")
     dev("up", cmd_dev_up, "start the local runtime in the foreground and write .assetflow/dev.json", _RUNTIME)
     demo = tree.command(

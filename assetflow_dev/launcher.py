@@ -11,6 +11,7 @@ job-state function calls the evaluator back.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -36,7 +37,7 @@ from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE, EmrS
 from assetflow.core.events import Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.jobcode import build_py_files_zip
-from assetflow.ports import JobRunStatus, SubmissionError
+from assetflow.ports import JobAlreadyEndedError, JobRunStatus, SubmissionError
 from assetflow.versions import EMR_RELEASE_LABEL
 from assetflow_dev import processes
 from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
@@ -82,6 +83,11 @@ _STATS_OF_STATE = {
     "FAILED": "failed",
     "CANCELLED": "failed",
 }
+
+
+def job_run_with_id(run: Run, job_run_id: str) -> Run:
+    """The run as the launcher knows it: with its job run id (the store may not have recorded it yet)."""
+    return run if run.job_run_id == job_run_id else dataclasses.replace(run, job_run_id=job_run_id)
 
 
 def _eventbridge_time(moment: datetime) -> str:
@@ -166,6 +172,8 @@ class _Job:
     seen: set[str] = field(default_factory=set)
     #: The last state's details (a failed job's error lines), as EMR's GetJobRun gives ``stateDetails``.
     details: str = ""
+    #: Set by ``cancel``: the job is stopped, and its end is reported as CANCELLED.
+    cancelled: bool = False
 
 
 class _StateReports:
@@ -298,6 +306,29 @@ class _LauncherBase(Generic[_JobT]):
         )
         return job_run_id
 
+    def cancel(self, run: Run) -> None:
+        """Cancel the run's job run: ``CancelJobRun`` on the EMR API, then stop the job here (CANCELLING, CANCELLED).
+
+        Raises:
+            JobAlreadyEndedError: the job run has ended already.
+            JobServiceUnavailableError: the EMR API is failing; retry.
+        """
+        with self._lock:
+            job = self._jobs.get(run.run_id)
+            if job is not None and job.state in TERMINAL_STATES:
+                raise JobAlreadyEndedError(f"job run {job.job_run_id} has ended ({job.state})")
+        if job is None:  # not this launcher's (a runtime restarted since): EMR's answer is all there is
+            self.emr.cancel(run)
+            return
+        self.emr.cancel(job_run_with_id(run, job.job_run_id))
+        with self._lock:
+            if job.cancelled or job.state in TERMINAL_STATES:
+                return
+            job.cancelled = True
+        self._publish(job, "CANCELLING")
+        self._cancel(job)
+        logger.info("local job run cancelled", extra={"run_id": run.run_id, "job_run_id": job.job_run_id})
+
     def run_id_of_job(self, job_run_id: str) -> str | None:
         """The run a job run belongs to: this launcher's own record, else the job run's tags.
 
@@ -356,6 +387,10 @@ class _LauncherBase(Generic[_JobT]):
     def _stop(self, deadline: float) -> None:
         raise NotImplementedError
 
+    def _cancel(self, job: _JobT) -> None:
+        """Stop a cancelled job; its CANCELLED report follows once it has stopped."""
+        raise NotImplementedError
+
     def _check_open(self, run: Run) -> None:
         if self._closed:
             raise SubmissionError(f"run {run.run_id}: the local launcher is closed")
@@ -407,6 +442,9 @@ class _LocalJobError(Exception):
 class _SparkJob(_Job):
     log_path: Path = Path()
     process: subprocess.Popen[bytes] | None = None
+    driver: Any = None
+    #: Set once the worker has taken the job (before that, a cancel reports CANCELLED itself).
+    started: bool = False
 
 
 @dataclass(frozen=True)
@@ -613,6 +651,10 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
                 return
             if self._closed:
                 continue
+            with self._lock:
+                skip, job.started = job.cancelled, True
+            if skip:
+                continue
             try:
                 self._execute(job)
             except Exception:  # the worker must survive anything one job does
@@ -637,19 +679,29 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         since = processes.log_size(job.log_path)
         began = time.monotonic()
         with self._lock:
-            if self._closed:
-                return
-            job.process = processes.spawn(command, log_path=job.log_path, env=self.job_env, cwd=scratch)
+            stop = self._closed or job.cancelled
+            if not stop:
+                job.process = processes.spawn(command, log_path=job.log_path, env=self.job_env, cwd=scratch)
+            process = job.process
+        if stop or process is None:
+            if job.cancelled and not self._closed:
+                self._log(job, "# not started: the run was cancelled")
+                self._publish(job, "CANCELLED", state_details="Job run cancelled by CancelJobRun")
+            return
         self._publish(job, "RUNNING")
         try:
-            job.process.wait(timeout=self.run_timeout)
+            process.wait(timeout=self.run_timeout)
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
-        status = processes.terminate(job.process, timeout=5.0)
+        status = processes.terminate(process, timeout=5.0)
         seconds = time.monotonic() - began
         if self._closed:
             self._log(job, f"# stopped after {seconds:.1f} s: the launcher closed")
+            return
+        if job.cancelled:
+            self._log(job, f"# stopped after {seconds:.1f} s: the run was cancelled")
+            self._publish(job, "CANCELLED", state_details="Job run cancelled by CancelJobRun")
             return
         if timed_out:
             self._log(job, f"# killed after {seconds:.1f} s: over the run timeout of {self.run_timeout:g} s")
@@ -670,6 +722,12 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
             return False
         driver = pool.acquire()
         if driver is None:
+            return False
+        with self._lock:
+            job.driver = driver
+            cancelled = job.cancelled
+        if cancelled:  # the cold path reports it without starting anything
+            pool.release(driver)
             return False
         ready_for = time.monotonic() - (driver.ready_at or time.monotonic())
         conf = " ".join(f"{key}={value}" for key, value in spec.spark_conf.items())
@@ -716,6 +774,10 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         if self._closed:
             self._log(job, f"# stopped after {seconds:.1f} s: the launcher closed")
             return True
+        if job.cancelled:
+            self._log(job, f"# stopped after {seconds:.1f} s: the run was cancelled")
+            self._publish(job, "CANCELLED", state_details="Job run cancelled by CancelJobRun")
+            return True
         if outcome is None:
             self._log(job, f"# killed after {seconds:.1f} s: over the run timeout of {self.run_timeout:g} s")
             self._publish(job, "FAILED", state_details=f"Job run timed out after {self.run_timeout:g} s")
@@ -728,6 +790,18 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         details = f"the warm Spark driver exited with status {outcome.status}: {gist}"
         self._publish(job, "FAILED", state_details=details[:MAX_STATE_DETAILS])
         return True
+
+    def _cancel(self, job: _SparkJob) -> None:
+        with self._lock:
+            started, process, driver = job.started, job.process, job.driver
+        if not started:  # still waiting for a worker, which will skip it
+            self._publish(job, "CANCELLED", state_details="Job run cancelled by CancelJobRun")
+            return
+        # The worker that runs it sees the process end and reports CANCELLED.
+        if process is not None:
+            threading.Thread(target=processes.terminate, args=(process, 5.0), daemon=True).start()
+        elif driver is not None:
+            threading.Thread(target=driver.kill, args=(5.0,), daemon=True).start()
 
     def _scratch(self, job: _SparkJob) -> Path:
         # Each job runs in its own working folder: Spark's Derby metastore and warehouse would collide.
@@ -861,6 +935,9 @@ class EmrApiLauncher(_LauncherBase[_PolledJob]):
                 )
         if state not in TERMINAL_STATES:
             self._schedule(job, self.poll_interval)
+
+    def _cancel(self, job: _PolledJob) -> None:
+        self._schedule(job, 0.0)  # GetJobRun now says CANCELLED; the poller reports it
 
     def _stop(self, deadline: float) -> None:
         with self._wake:

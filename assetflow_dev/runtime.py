@@ -27,7 +27,6 @@ from assetflow.adapters.emr import EmrServerlessLauncher
 from assetflow.adapters.run_tokens import KmsRunTokens
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Catalog
-from assetflow.core.schedules import AssetOrTimeSchedule
 from assetflow.core.watchers import KafkaTopic
 from assetflow.functions import (
     _observe,
@@ -55,7 +54,7 @@ from assetflow_dev.pollers import (
 )
 from assetflow_dev.resources import LocalResources, ResourceNames, provision
 from assetflow_dev.sweeper import LOCAL_SWEEP_SECONDS, Sweeper
-from assetflow_dev.ticker import ScheduleTicker
+from assetflow_dev.ticker import ScheduleTicker, time_schedules
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +169,9 @@ class LocalRuntime:
         self.functions: dict[str, Callable[..., Any]] = {}
         #: The asynchronously invoked functions (run-state, schedule-tick, reconcile), as their sources call them.
         self.async_invocations: dict[str, AsyncInvocation] = {}
+        # The functions' wake-ups go to the ticker (EventBridge Scheduler's one-time schedules on AWS), which is
+        # made after them: bound once it exists.
+        self._wakeups = _TickerWakeUps()
         self._function_log: IO[str] | None = None
         self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
         self._stopped = threading.Event()
@@ -239,7 +241,7 @@ class LocalRuntime:
             repo_root=self.project_root,
         )
         self.launcher = self._build_launcher(self.catalog, self.resources, self.dynamodb.endpoint)
-        self.deps = deps = self._dependencies(launcher=self.launcher)
+        self.deps = deps = self._dependencies(launcher=self.launcher, wakeups=self._wakeups)
         self._warm(deps)
         run_state = self._invoker(
             handlers["run-state"], "run-state", deps, self._job_state, writes_events=True
@@ -255,14 +257,14 @@ class LocalRuntime:
         )
         self.api.start()
         if options.schedules:
-            schedules = {
-                pid: p.schedule
-                for pid, p in self.catalog.pipelines.items()
-                if isinstance(p.schedule, AssetOrTimeSchedule)
-            }
+            # Every pipeline with a time part ticks (time only, asset-or-time, asset-and-time, cron partition);
+            # the ticker also delivers the evaluator's one-shot wake-ups.
             tick = self._invoker(handlers["schedule-tick"], "schedule-tick", deps)
             self.functions[f"{LOCAL_FUNCTION_PREFIX}schedule-tick"] = tick
-            self.ticker = ScheduleTicker(schedules, self._asynchronously(tick, "schedule-tick"))
+            self.ticker = ScheduleTicker(
+                time_schedules(self.catalog), self._asynchronously(tick, "schedule-tick")
+            )
+            self._wakeups.target = self.ticker
             self.ticker.start()
         sweep = self._invoker(handlers["reconcile"], "reconcile", deps)
         self.functions[f"{LOCAL_FUNCTION_PREFIX}reconcile"] = sweep
@@ -437,7 +439,9 @@ class LocalRuntime:
             listener_events=frozenset(self.options.listener_events),
         )
 
-    def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Dependencies:
+    def _dependencies(
+        self, *, watcher: str | None = None, launcher: Any = None, wakeups: Any = None
+    ) -> Dependencies:
         endpoints = {k: v for k, v in self.endpoints().items() if k != "kafka"}
         return Dependencies(
             self._settings(watcher),
@@ -445,6 +449,7 @@ class LocalRuntime:
             launcher=launcher,
             endpoints=endpoints,
             config=LOCAL_CLIENT_CONFIG,
+            wakeups=wakeups,
         )
 
     @staticmethod
@@ -457,6 +462,7 @@ class LocalRuntime:
             "launcher",
             "evaluator",
             "run_states",
+            "operations",
             "extras",
             "reconciler",
         ):
@@ -662,6 +668,17 @@ def new_asset_event(record: Mapping[str, Any]) -> bool:
         return False
     keys = (record.get("dynamodb") or {}).get("Keys") or {}
     return str((keys.get("sk") or {}).get("S", "")).startswith("EVENT#")
+
+
+class _TickerWakeUps:
+    """The local ``WakeUps``: the ticker's one-shots, once it exists (dropped without schedules)."""
+
+    def __init__(self) -> None:
+        self.target: ScheduleTicker | None = None
+
+    def wake_at(self, pipeline: str, key: str, when: Any) -> None:
+        if self.target is not None:
+            self.target.wake_at(pipeline, key, when)
 
 
 @contextlib.contextmanager

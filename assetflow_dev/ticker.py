@@ -1,20 +1,42 @@
-"""The local stand-in for EventBridge Scheduler: ticks of ``AssetOrTimeSchedule`` pipelines, on time."""
+"""The local stand-in for EventBridge Scheduler: each time-scheduled pipeline's ticks, and one-shot wake-ups.
+
+Every pipeline whose schedule has a time part ticks: time-only schedules (cron strings, presets, timedeltas),
+``AssetOrTimeSchedule``, ``AssetAndTimeSchedule`` and ``CronPartitionTimetable``; manual (``schedule=None``)
+and asset-only pipelines never do. A tick is ``{"pipeline", "scheduled_time"}``, as the stack's recurring
+schedules send it. A wake-up (a debounce or max-wait deadline) is ``{"pipeline", "queue_key", "wake_at"}``,
+as the stack's one-time ``at(...)`` schedules send it; a repeated wake-up of one queue at one time is kept
+once.
+"""
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from assetflow.core.catalog import Catalog
 from assetflow.core.events import format_timestamp
-from assetflow.core.schedules import AssetOrTimeSchedule
+from assetflow.core.schedules import Schedule
 
 logger = logging.getLogger(__name__)
 
 #: The tick handler: ``{"pipeline": ID, "scheduled_time": ISO-8601}`` as the stack's schedules send it.
 TickHandler = Callable[[dict[str, Any]], Any]
+#: How many times a failing wake-up is tried again (once per pass), as Scheduler retries a target.
+WAKE_ATTEMPTS = 5
+
+
+def time_schedules(catalog: Catalog) -> dict[str, Schedule]:
+    """The schedules with a time part, by pipeline id (what EventBridge Scheduler ticks)."""
+    return {pid: p.schedule for pid, p in catalog.pipelines.items() if p.schedule.time is not None}
+
+
+def wake_event(pipeline: str, key: str, when: datetime) -> dict[str, Any]:
+    """The input of a one-shot re-evaluation of a queue."""
+    return {"pipeline": pipeline, "queue_key": key, "wake_at": format_timestamp(when)}
 
 
 #: How far ahead the ticker looks for the next tick (it sleeps at most this long).
@@ -22,33 +44,41 @@ _LOOKAHEAD_SECONDS = 60.0
 
 
 class ScheduleTicker:
-    """Calls the tick handler for each cron time of each time-scheduled pipeline, from its start onwards.
+    """Calls the tick handler for each fire time of each time-scheduled pipeline, from its start onwards.
 
-    No backfill: times before `start()` are not ticked (a schedule created now on AWS starts now too). A
-    failed tick is retried on the next pass, as Scheduler retries; the handler ignores repeated ticks.
+    No backfill: times before ``start()`` are not ticked (a schedule created now on AWS starts now too). A
+    failed tick is retried on the next pass, as Scheduler retries; the handler ignores repeated ticks. It is
+    also the local ``WakeUps``: :meth:`wake_at` queues a one-shot call of the handler.
     """
 
     def __init__(
         self,
-        schedules: Mapping[str, AssetOrTimeSchedule],
+        schedules: Mapping[str, Schedule],
         handler: TickHandler,
         *,
         interval: float = 1.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._schedules = dict(schedules)
+        self._schedules = {pid: s for pid, s in schedules.items() if s.time is not None}
         self._handler = handler
         self._interval = interval
         self._clock = clock
         self._stop = threading.Event()
+        # Set by a wake-up request (and by stop): the loop looks at its next moment again.
+        self._nudge = threading.Event()
         self._thread: threading.Thread | None = None
         self._after: dict[str, datetime] = {}
+        self._lock = threading.Lock()
+        self._wakes: list[tuple[datetime, str, str, int]] = []
+        self._queued: set[tuple[datetime, str, str]] = set()
         #: Ticks handled so far.
         self.ticks = 0
+        #: Wake-ups handled so far.
+        self.wakes = 0
 
     def start(self) -> None:
-        """Start ticking in a daemon thread (nothing to do without time schedules)."""
-        if self._thread is not None or not self._schedules:
+        """Start ticking in a daemon thread."""
+        if self._thread is not None:
             return
         now = self._clock()
         self._after = dict.fromkeys(self._schedules, now)
@@ -58,15 +88,32 @@ class ScheduleTicker:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop ticking; idempotent."""
         self._stop.set()
+        self._nudge.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def wake_at(self, pipeline: str, key: str, when: datetime) -> None:
+        """Re-evaluate ``(pipeline, key)`` at ``when`` (the ``WakeUps`` port); a repeat is kept once."""
+        moment = when.astimezone(UTC)
+        with self._lock:
+            if (moment, pipeline, key) in self._queued:
+                return
+            self._queued.add((moment, pipeline, key))
+            heapq.heappush(self._wakes, (moment, pipeline, key, 0))
+        self._nudge.set()
+
+    def pending_wakes(self) -> list[tuple[datetime, str, str]]:
+        """The wake-ups not yet handled, soonest first."""
+        with self._lock:
+            return [(at, pipeline, key) for at, pipeline, key, _ in sorted(self._wakes)]
+
     def tick_once(self) -> int:
-        """Handle every tick due now; returns how many were handled."""
+        """Handle every tick and wake-up due now; returns how many were handled."""
         handled = 0
         now = self._clock()
         for pipeline, schedule in self._schedules.items():
-            for when in schedule.ticks_between(self._after[pipeline], now):
+            after = self._after.setdefault(pipeline, now)
+            for when in schedule.ticks_between(after, now):
                 try:
                     self._handler({"pipeline": pipeline, "scheduled_time": format_timestamp(when)})
                 except Exception:
@@ -75,16 +122,43 @@ class ScheduleTicker:
                 self._after[pipeline] = when
                 handled += 1
         self.ticks += handled
-        return handled
+        return handled + self._wake_due(now)
+
+    def _wake_due(self, now: datetime) -> int:
+        handled = 0
+        while True:
+            with self._lock:
+                if not self._wakes or self._wakes[0][0] > now:
+                    return handled
+                at, pipeline, key, attempts = heapq.heappop(self._wakes)
+            try:
+                self._handler(wake_event(pipeline, key, at))
+            except Exception:
+                if attempts + 1 < WAKE_ATTEMPTS:
+                    logger.exception("wake-up failed; retried on the next pass", extra={"pipeline": pipeline})
+                    with self._lock:
+                        heapq.heappush(self._wakes, (at, pipeline, key, attempts + 1))
+                    return handled
+                logger.exception(
+                    "wake-up dropped after its retries", extra={"pipeline": pipeline, "key": key}
+                )
+            with self._lock:
+                self._queued.discard((at, pipeline, key))
+            handled += 1
+            self.wakes += 1
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._until_next()):
+        while not self._stop.is_set():
+            self._nudge.wait(self._until_next())
+            self._nudge.clear()
+            if self._stop.is_set():
+                return
             self.tick_once()
 
     def _until_next(self) -> float:
-        """Seconds until the next tick is due, at least ``interval`` and at most a minute.
+        """Seconds until the next tick or wake-up is due, at least ``interval`` and at most a minute.
 
-        An idle runtime wakes when a schedule fires, not every second.
+        An idle runtime wakes when a schedule fires or a wake-up is due, not every second.
         """
         now = self._clock()
         horizon = now + timedelta(seconds=_LOOKAHEAD_SECONDS)
@@ -92,5 +166,11 @@ class ScheduleTicker:
             next(iter(schedule.ticks_between(self._after.get(pipeline, now), horizon)), horizon)
             for pipeline, schedule in self._schedules.items()
         ]
+        with self._lock:
+            if self._wakes:
+                upcoming.append(self._wakes[0][0])
         wait = (min(upcoming, default=horizon) - now).total_seconds()
         return max(self._interval, min(wait, _LOOKAHEAD_SECONDS))
+
+
+__all__ = ["WAKE_ATTEMPTS", "ScheduleTicker", "TickHandler", "time_schedules", "wake_event"]

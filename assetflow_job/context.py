@@ -150,6 +150,8 @@ class RunContext:
         run_id: the run's id.
         pipeline: the pipeline's id.
         partition_key: the run's partition key, for partitioned pipelines (else None).
+        conf: the run's configuration (a dict, Airflow's ``dag_run.conf``), or None.
+        triggered_by: what started the run (``assets``, ``time``, ``manual``, ``replay``, ``backfill``).
         created_at: when the run was created (an aware UTC datetime), if the context says.
         args: the job's arguments, without ``--assetflow-context``.
         triggering_asset_events: asset URI -> its triggering events in (timestamp, id) order.
@@ -196,8 +198,22 @@ class RunContext:
         except ValueError as exc:
             raise RunContextError(f"bad 'created_at': {exc}") from exc
 
+        conf = document.get("conf")
+        if conf is not None and not isinstance(conf, Mapping):
+            raise RunContextError("'conf' must be a JSON object or null")
+        triggered_by = document.get("triggered_by")
         self.run_id: str = run_id
         self.pipeline: str = pipeline
+        #: The run's configuration (Airflow's ``dag_run.conf``): what ``runs trigger --conf`` gave, kept by
+        #: replays; None otherwise.
+        self.conf: dict[str, Any] | None = None if conf is None else dict(conf)
+        #: What started the run: ``assets``, ``time``, ``manual``, ``replay`` or ``backfill`` (None from an
+        #: older context).
+        self.triggered_by: str | None = triggered_by if isinstance(triggered_by, str) else None
+        #: The run a replay repeats, else None.
+        self.replay_of: str | None = (
+            document.get("replay_of") if isinstance(document.get("replay_of"), str) else None
+        )
         self.partition_key: str | None = partition_key
         self.args: list[str] = list(args)
         self.context_uri = context_uri
@@ -213,7 +229,7 @@ class RunContext:
         self.outlet_events = OutletEventAccessors(outlet_assets, outlet_aliases)
         self._events_table = document.get("events_table")
         self._event_reader = event_reader
-        self.inlet_events = InletEventAccessors(inlet_assets, self._reader)
+        self.inlet_events = InletEventAccessors(inlet_assets, self._reader, inlet_aliases)
         self._path_map = _path_map(document.get("path_map"))
 
     def _reader(self) -> EventReader:

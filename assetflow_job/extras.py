@@ -115,3 +115,7 @@ class ResolvingEventReader:
         """
         events, following = self._reader.read_page(uri, cursor)
         return [self._resolver.event(event) for event in events], following
+
+    def alias_assets(self, alias: str) -> list[str]:
+        """The assets an alias resolved to (the wrapped reader's answer)."""
+        return list(self._reader.alias_assets(alias))

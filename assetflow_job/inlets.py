@@ -1,11 +1,16 @@
-"""``inlet_events``: the lazy, time-ordered history of each inlet asset, read from the events table."""
+"""``inlet_events``: the lazy, time-ordered history of each inlet asset or alias, read from the events table.
+
+As in Airflow 3, ``inlet_events[alias]`` is the history of the events emitted *through* the alias: the events
+whose producing run added their asset to that alias (their ``source.aliases`` name it), of every asset the alias
+has resolved to, merged in (timestamp, id) order.
+"""
 
 from __future__ import annotations
 
 import heapq
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Protocol, overload
 
 from assetflow_job.errors import UndeclaredInletError
@@ -21,6 +26,10 @@ class EventReader(Protocol):
 
     def read_page(self, uri: str, cursor: Any) -> tuple[list[AssetEvent], Any]:
         """Return the events after ``cursor`` (None: from the start) and the next cursor (None: no more)."""
+        ...
+
+    def alias_assets(self, alias: str) -> list[str]:
+        """The assets an alias has resolved to (a run's alias outlet added them), by URI."""
         ...
 
 
@@ -120,6 +129,27 @@ class DynamoDbEventReader:
         logger.debug("events page read uri=%s shards=%d count=%d more=%s", uri, shards, len(events), more)
         return events, (str(page[-1]["sk"]["S"]) if more and page else None)
 
+    def alias_assets(self, alias: str) -> list[str]:
+        """The assets an alias resolved to: the items ``pk = ALIAS#<name>``, ``sk = ASSET#<uri>``.
+
+        A long URI's sort key is cut and hashed; the item's ``uri`` holds it whole.
+        """
+        request: dict[str, Any] = {
+            "TableName": self._table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": {"S": f"ALIAS#{alias}"}, ":prefix": {"S": "ASSET#"}},
+        }
+        uris: list[str] = []
+        while True:
+            response = self._query(request)
+            uris += [
+                item["uri"]["S"] if "uri" in item else item["sk"]["S"][len("ASSET#") :]
+                for item in response.get("Items", [])
+            ]
+            if "LastEvaluatedKey" not in response:
+                return sorted(uris)
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
 
 class LazyAssetEvents(Sequence[AssetEvent]):
     """An asset's events, earliest first, fetched only as far as the job looks.
@@ -195,22 +225,117 @@ class LazyAssetEvents(Sequence[AssetEvent]):
         return f"<LazyAssetEvents {self.uri!r} {len(self._events)} loaded, {state}>"
 
 
-class InletEventAccessors:
-    """``ctx.inlet_events[asset]``: the event history of each asset the pipeline declares as an inlet."""
+class AliasEvents(Sequence[AssetEvent]):
+    """The events emitted through an alias, of every asset it resolved to, earliest first, read lazily.
 
-    def __init__(self, inlets: Sequence[str], reader_factory: Callable[[], EventReader]) -> None:
+    The alias's assets are looked up on first use; their histories are merged as they are read, keeping only the
+    events whose source names the alias (``source.aliases``). Iteration reads only as far as it goes; ``len()``
+    and negative indexes read to the end.
+    """
+
+    def __init__(self, alias: str, reader: EventReader) -> None:
+        self.alias = alias
+        self._reader = reader
+        self._events: list[AssetEvent] = []
+        self._merged: Iterator[AssetEvent] | None = None
+        self._exhausted = False
+        self.assets: list[str] | None = None
+
+    def _source(self) -> Iterator[AssetEvent]:
+        if self._merged is None:
+            self.assets = self._reader.alias_assets(self.alias)
+            histories: Iterable[Iterable[AssetEvent]] = [
+                LazyAssetEvents(u, self._reader) for u in self.assets
+            ]
+            merged = heapq.merge(*histories, key=lambda e: e.sort_key)
+            self._merged = (e for e in merged if self.alias in (e.source.get("aliases") or ()))
+        return self._merged
+
+    def _fill_to(self, count: int) -> None:
+        while not self._exhausted and len(self._events) < count:
+            try:
+                self._events.append(next(self._source()))
+            except StopIteration:
+                self._exhausted = True
+
+    def _fill_all(self) -> None:
+        self._fill_to(2**62)
+
+    def __len__(self) -> int:
+        self._fill_all()
+        return len(self._events)
+
+    def __bool__(self) -> bool:
+        self._fill_to(1)
+        return bool(self._events)
+
+    @overload
+    def __getitem__(self, index: int) -> AssetEvent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[AssetEvent]: ...
+
+    def __getitem__(self, index: int | slice) -> AssetEvent | list[AssetEvent]:
+        if isinstance(index, slice):
+            bounded = index.stop is not None and index.stop >= 0 and (index.start or 0) >= 0
+            if bounded and (index.step or 1) > 0:
+                self._fill_to(index.stop)
+            else:
+                self._fill_all()
+            return self._events[index]
+        if index < 0:
+            self._fill_all()
+        else:
+            self._fill_to(index + 1)
+        return self._events[index]
+
+    def __iter__(self) -> Iterator[AssetEvent]:
+        position = 0
+        while True:
+            self._fill_to(position + 1)
+            if position >= len(self._events):
+                return
+            yield self._events[position]
+            position += 1
+
+    def __repr__(self) -> str:
+        state = "complete" if self._exhausted else "partial"
+        return f"<AliasEvents {self.alias!r} {len(self._events)} loaded, {state}>"
+
+
+class InletEventAccessors:
+    """``ctx.inlet_events[asset or alias]``: the event history of each inlet the pipeline declares."""
+
+    def __init__(
+        self,
+        inlets: Sequence[str],
+        reader_factory: Callable[[], EventReader],
+        aliases: Sequence[str] = (),
+    ) -> None:
         self._inlets = {match_key(uri): uri for uri in inlets}
+        self._aliases = list(dict.fromkeys(aliases))
         self._reader_factory = reader_factory
         self._reader: EventReader | None = None
         self._accessors: dict[str, LazyAssetEvents] = {}
+        self._alias_accessors: dict[str, AliasEvents] = {}
 
-    def __getitem__(self, key: object) -> LazyAssetEvents:
+    def _read(self) -> EventReader:
+        if self._reader is None:
+            self._reader = self._reader_factory()
+        return self._reader
+
+    def __getitem__(self, key: object) -> Any:
         ref = resolve_key(key)
         if isinstance(ref, AliasRef):
-            raise UndeclaredInletError(
-                f"inlet_events takes assets; the alias {ref.name!r} is not resolved inside the job. "
-                "Declare the assets it stands for as inlets."
-            )
+            if ref.name not in self._aliases:
+                declared = ", ".join(self._aliases) or "none"
+                raise UndeclaredInletError(
+                    f"the alias {ref.name!r} is not an inlet of this pipeline (declared inlet aliases: {declared}); "
+                    "add AssetAlias(...) to the pipeline's inlets to read the events emitted through it"
+                )
+            if ref.name not in self._alias_accessors:
+                self._alias_accessors[ref.name] = AliasEvents(ref.name, self._read())
+            return self._alias_accessors[ref.name]
         uri = self._inlets.get(match_key(ref.uri))
         if uri is None:
             declared = ", ".join(sorted(self._inlets.values())) or "none"
@@ -219,9 +344,7 @@ class InletEventAccessors:
                 "add it to the pipeline's inlets to read its events"
             )
         if uri not in self._accessors:
-            if self._reader is None:
-                self._reader = self._reader_factory()
-            self._accessors[uri] = LazyAssetEvents(uri, self._reader)
+            self._accessors[uri] = LazyAssetEvents(uri, self._read())
         return self._accessors[uri]
 
     def __contains__(self, key: object) -> bool:
@@ -229,7 +352,9 @@ class InletEventAccessors:
             ref = resolve_key(key)
         except TypeError:
             return False
-        return not isinstance(ref, AliasRef) and match_key(ref.uri) in self._inlets
+        if isinstance(ref, AliasRef):
+            return ref.name in self._aliases
+        return match_key(ref.uri) in self._inlets
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._inlets.values())

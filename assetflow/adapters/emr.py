@@ -16,9 +16,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from assetflow.core.errors import AssetflowError, StoreUnavailableError
 from assetflow.core.events import Run, format_timestamp
-from assetflow.core.jsonvalue import canonical_json
+from assetflow.core.jsonvalue import canonical_json, thaw_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.ports import (
+    JobAlreadyEndedError,
     JobRunStatus,
     JobServiceUnavailableError,
     OutletMetadataError,
@@ -67,6 +68,7 @@ _RETRYABLE_CODES = frozenset(
     }
 )
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+_ENDED_STATES = frozenset({"SUCCESS", "FAILED", "CANCELLED"})
 _MEMO_SIZE = 1024
 
 
@@ -140,6 +142,10 @@ def run_context_document(
         "outlet_metadata_uri": metadata_uri,
         "events_table": dict(events_table),
         "path_map": dict(path_map or {}),
+        # What started the run and its conf (Airflow's dag_run.conf); a replay names the run it repeats.
+        "triggered_by": run.triggered_by,
+        "conf": None if run.conf is None else thaw_json(run.conf),
+        **({"replay_of": run.replay_of} if run.replay_of else {}),
     }
 
 
@@ -246,6 +252,44 @@ class EmrServerlessLauncher:
             },
         )
         return job_run_id
+
+    def cancel(self, run: Run) -> None:
+        """Cancel the run's job run (``CancelJobRun``); harmless when repeated while it is cancelling.
+
+        Raises:
+            JobAlreadyEndedError: the job run has ended (or no longer exists): nothing to cancel.
+            JobServiceUnavailableError: EMR Serverless is throttling or failing; retry later.
+            ValueError: the run was never submitted (no job run id).
+        """
+        if not run.job_run_id:
+            raise ValueError(f"run {run.run_id} has no job run to cancel")
+        job_run_id = run.job_run_id
+        try:
+            self._emr.cancel_job_run(applicationId=self.application_id, jobRunId=job_run_id)
+        except ClientError as exc:
+            code = _error_code(exc)
+            if _is_retryable(exc):
+                raise JobServiceUnavailableError(f"CancelJobRun {job_run_id}: {code}") from exc
+            if code == "ResourceNotFoundException":
+                raise JobAlreadyEndedError(f"job run {job_run_id} no longer exists") from exc
+            state = self.job_state(job_run_id)
+            if state in _ENDED_STATES:
+                raise JobAlreadyEndedError(f"job run {job_run_id} has ended ({state})") from exc
+            if state == "CANCELLING":
+                return  # cancelled already: a repeated cancel is harmless
+            raise
+        except BotoCoreError as exc:
+            raise JobServiceUnavailableError(f"CancelJobRun {job_run_id}: {exc}") from exc
+        logger.info("job run cancelled", extra={"run_id": run.run_id, "job_run_id": job_run_id})
+
+    def job_state(self, job_run_id: str) -> str | None:
+        """The job run's state as EMR Serverless reports it (None when it does not exist).
+
+        Raises:
+            JobServiceUnavailableError: EMR Serverless is throttling or failing; retry later.
+        """
+        status = self.job_run_status(job_run_id)
+        return None if status is None else status.state
 
     # ---- helpers -------------------------------------------------------------------------------------
 

@@ -124,6 +124,7 @@ class MessageTranslator:
 
     def __init__(self, catalog: Catalog, *, watcher: str | None = None) -> None:
         self._validators = check_schemas(catalog)
+        self._assets_of = dict(catalog.watcher_assets)
         self._bound: tuple[AssetWatcher, str] | None = None
         if watcher is not None:
             if watcher not in catalog.watchers:
@@ -363,7 +364,13 @@ class MessageTranslator:
             source={"type": "watcher", "watcher": watcher.name, "kind": kind},
             partition_key=partition_key,
         )
-        return Accepted(event=event, identity=identity, watcher=watcher.name, detached=detached)
+        # One source feeding several assets: the same message is an event of each (ids differ by asset).
+        others = tuple(
+            replace(event, asset=other, id=derive_id("ev", identity, other))
+            for other in self._assets_of.get(watcher.name, (uri,))
+            if other != uri
+        )
+        return Accepted(event=event, identity=identity, watcher=watcher.name, detached=detached, also=others)
 
 
 # ---- Kafka records ---------------------------------------------------------------------------------------

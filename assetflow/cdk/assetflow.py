@@ -254,14 +254,18 @@ class AssetflowService(Construct):
         for function in (self.evaluator.handler, self.run_state.handler, self.reconciliation.handler):
             self.event_bus.grant_put_events_to(function.role)
         # Runs start from the evaluator, from run state (a pipeline held at max_active_runs), from ticks and from
-        # the sweep.
-        for function in (
+        # the sweep; the API too: manual, replayed and backfilled runs, cancels (CancelJobRun), unpause.
+        starters = (
             self.evaluator.handler,
             self.run_state.handler,
             self.schedules.handler,
             self.reconciliation.handler,
-        ):
+            self.api.handler,
+        )
+        for function in starters:
             self._grant_start_runs(function.role)
+        # Whatever evaluates queues may need a one-shot re-evaluation at a debounce or max-wait deadline.
+        self.schedules.grant_wake_ups(*starters)
         # A successful run's outlet extras over the inline limit are kept by reference, as ingest's are.
         for function in (self.run_state.handler, self.reconciliation.handler):
             grant_extras_writes(self.runs.bucket, function)

@@ -62,10 +62,18 @@ class Catalog:
         self.assets = dict(sorted(assets.items()))
         self.aliases = dict(sorted(aliases.items()))
         self.pipelines = dict(sorted(pipelines.items()))
+        # One watcher may feed several assets (as several Airflow assets share one watcher's trigger): its
+        # first asset (by URI) stays in ``watchers`` for callers that know one; ``watcher_assets`` has them all.
+        fed: dict[str, list[str]] = {}
+        found: dict[str, AssetWatcher] = {}
+        for asset in self.assets.values():
+            for w in asset.watchers:
+                found.setdefault(w.name, w)
+                fed.setdefault(w.name, []).append(asset.uri)
+        self.watcher_assets: dict[str, tuple[str, ...]] = {name: tuple(fed[name]) for name in sorted(fed)}
         self.watchers: dict[str, tuple[AssetWatcher, str]] = {
-            w.name: (w, asset.uri) for asset in self.assets.values() for w in asset.watchers
+            name: (found[name], uris[0]) for name, uris in self.watcher_assets.items()
         }
-        self.watchers = dict(sorted(self.watchers.items()))
         self.warnings = tuple(warnings)
         by_asset: dict[str, set[str]] = {}
         by_alias: dict[str, set[str]] = {}
@@ -271,16 +279,9 @@ class Catalog:
         for asset in assets.values():
             for watcher in asset.watchers:
                 other = by_name.get(watcher.name)
-                if other is not None and other[0] == watcher and other[1] != asset.uri:
-                    errors.append(
-                        Diagnostic(
-                            "error",
-                            f"watcher {watcher.name!r}",
-                            f"attached to two assets ({other[1]!r} and {asset.uri!r}); a watcher's messages "
-                            "become events of one asset",
-                        )
-                    )
-                elif other is not None and other[0] != watcher:
+                # The same watcher on several assets is one source feeding them all: one mapping, one event
+                # per asset for each message. Two different watchers may not share a name.
+                if other is not None and other[0] != watcher:
                     errors.append(
                         Diagnostic(
                             "error",
@@ -297,7 +298,8 @@ class Catalog:
                             "error",
                             f"watcher {watcher.name!r}",
                             f"watches the same {identity[0]} source as watcher {holder!r}; the two would split its "
-                            "messages between them. Attach one watcher and schedule several pipelines on its asset",
+                            "messages between them. To feed several assets from one source, attach the same "
+                            "AssetWatcher object to each of them (one mapping, one event per asset)",
                         )
                     )
                 by_source[identity] = watcher.name
@@ -462,7 +464,16 @@ class Catalog:
             },
             "aliases": {name: {"name": name, "group": alias.group} for name, alias in self.aliases.items()},
             "watchers": {
-                name: {"name": name, "asset": uri, "source": w.source.to_json()}
+                name: {
+                    "name": name,
+                    "asset": uri,
+                    **(
+                        {"assets": list(self.watcher_assets[name])}
+                        if len(self.watcher_assets[name]) > 1
+                        else {}
+                    ),
+                    "source": w.source.to_json(),
+                }
                 for name, (w, uri) in self.watchers.items()
             },
             "pipelines": {pid: p.to_json() for pid, p in self.pipelines.items()},
@@ -490,7 +501,9 @@ class Catalog:
         try:
             watchers: dict[str, list[AssetWatcher]] = {}
             for name, w in doc["watchers"].items():
-                watchers.setdefault(w["asset"], []).append(AssetWatcher(name, source_from_json(w["source"])))
+                watcher = AssetWatcher(name, source_from_json(w["source"]))
+                for uri in w.get("assets") or [w["asset"]]:
+                    watchers.setdefault(uri, []).append(watcher)
             assets = {
                 uri: Asset(
                     name=a["name"],

@@ -250,11 +250,39 @@ def explain(
     if state.pipeline != pipeline.id:
         raise ValueError(f"queue of {state.pipeline!r} given to pipeline {pipeline.id!r}")
     now = utc(now)
-    view = view_of(pipeline, state.entries, now)
+    return explain_view(
+        pipeline,
+        view_of(pipeline, state.entries, now),
+        key=state.key,
+        queued=len(state.entries),
+        pending_ticks=bool(state.pending_ticks),
+        active_runs=active_runs,
+        now=now,
+        paused=paused,
+    )
+
+
+def explain_view(
+    pipeline: Pipeline,
+    view: Any,
+    *,
+    key: str,
+    queued: int,
+    pending_ticks: bool,
+    active_runs: int,
+    now: datetime,
+    paused: bool = False,
+) -> dict[str, Any]:
+    """:func:`explain` on a view: a :class:`QueueView`, or a queue head's summary view.
+
+    Raises:
+        Undecidable: a summary view cannot judge the condition (read the queue and call :func:`explain`).
+
+    """
     decision = decide_on(
         pipeline,
         view,
-        pending_ticks=bool(state.pending_ticks),
+        pending_ticks=pending_ticks,
         slot_free=_slot_free(pipeline, active_runs),
         paused=paused,
         now=now,
@@ -273,9 +301,9 @@ def explain(
         "updated": updated,
         "required": required,
         "condition": tree,
-        "key": state.key or None,
+        "key": key or None,
         "paused": paused,
-        "queued": len(state.entries),
+        "queued": queued,
         "active_runs": active_runs,
         "max_active_runs": pipeline.max_active_runs,
         "wake_at": _time(decision.wake_at),
@@ -304,6 +332,18 @@ def explain_pipeline(
     """
     queues = list(states) or [QueueState(pipeline.id)]
     docs = [explain(pipeline, s, active_runs=active_runs, now=now, paused=paused) for s in queues]
+    return combine_explains(pipeline, docs)
+
+
+def combine_explains(pipeline: Pipeline, docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One explain over a pipeline's queues: the due one, else the nearest to due, with ``partitions``.
+
+    Raises:
+        ValueError: no queue was explained.
+
+    """
+    if not docs:
+        raise ValueError(f"no queue of {pipeline.id!r} was explained")
 
     def rank(doc: dict[str, Any]) -> tuple[Any, ...]:
         share = doc["updated"] / doc["required"] if doc["required"] else 0.0
@@ -325,10 +365,12 @@ __all__ = [
     "BlockedBy",
     "Decision",
     "QueueView",
+    "combine_explains",
     "decide",
     "decide_on",
     "explain",
     "explain_pipeline",
+    "explain_view",
     "progress",
     "queue_progress",
     "view_of",

@@ -162,9 +162,20 @@ def previous_states(new: RunState) -> frozenset[RunState]:
     return frozenset(state for state, targets in _TRANSITIONS.items() if new in targets)
 
 
+#: What started a run (a run's ``triggered_by``): asset events, a time tick, an operator, a replay of
+#: another run, or a backfill.
+TRIGGERS = ("assets", "time", "manual", "replay", "backfill")
+
+
 @dataclass(frozen=True)
 class Run:
-    """One run of a pipeline, with the events that triggered it (empty for a time tick)."""
+    """One run of a pipeline, with the events that triggered it (empty for a time tick or a manual run).
+
+    ``triggered_by`` is one of :data:`TRIGGERS`; when not given it is ``time`` for a run with a
+    ``scheduled_time`` and ``assets`` otherwise (the two kinds the scheduler makes). ``conf`` is the run's
+    configuration (a JSON object, or None), as Airflow's ``dag_run.conf``; ``replay_of`` names the run a
+    replay repeats.
+    """
 
     run_id: str
     pipeline: str
@@ -177,11 +188,24 @@ class Run:
     #: Why the job service did not take the run the last time it failed to (None while no attempt failed; kept
     #: for operators after a later attempt succeeds); a run failed for a refused submission keeps its reason.
     submission_error: str | None = None
+    triggered_by: str | None = None
+    conf: Mapping[str, Any] | None = None
+    replay_of: str | None = None
 
     def __post_init__(self) -> None:
         for name, moment in (("created_at", self.created_at), ("scheduled_time", self.scheduled_time)):
             if moment is not None and (moment.tzinfo is None or moment.utcoffset() is None):
                 raise ValueError(f"a run's {name} must be timezone-aware")
+        if self.triggered_by is None:
+            object.__setattr__(self, "triggered_by", "time" if self.scheduled_time else "assets")
+        elif self.triggered_by not in TRIGGERS:
+            raise ValueError(f"a run's triggered_by is one of {list(TRIGGERS)}, not {self.triggered_by!r}")
+        if self.conf is not None:
+            if not isinstance(self.conf, Mapping):
+                raise ValueError("a run's conf is a JSON object or None")
+            object.__setattr__(self, "conf", freeze_json(dict(self.conf), "run conf"))
+        if (self.replay_of is None) != (self.triggered_by != "replay"):
+            raise ValueError("a run has replay_of exactly when it is triggered_by 'replay'")
 
     @property
     def triggering_events(self) -> tuple[AssetEvent, ...]:
@@ -193,8 +217,8 @@ class Run:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN §5's run shape (plus ``scheduled_time`` for time-triggered runs)."""
-        return {
+        """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf`` (and a replay's ``replay_of``)."""
+        doc: dict[str, Any] = {
             "run_id": self.run_id,
             "pipeline": self.pipeline,
             "state": self.state.value,
@@ -206,7 +230,12 @@ class Run:
             },
             "scheduled_time": format_timestamp(self.scheduled_time) if self.scheduled_time else None,
             "submission_error": self.submission_error,
+            "triggered_by": self.triggered_by,
+            "conf": None if self.conf is None else thaw_json(self.conf),
         }
+        if self.replay_of is not None:
+            doc["replay_of"] = self.replay_of
+        return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Run:
@@ -231,6 +260,9 @@ class Run:
                 },
                 scheduled_time=parse_timestamp(scheduled) if scheduled else None,
                 submission_error=doc.get("submission_error"),
+                triggered_by=doc.get("triggered_by"),
+                conf=doc.get("conf"),
+                replay_of=doc.get("replay_of"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DocumentError(f"invalid run document: {exc}") from exc

@@ -91,8 +91,9 @@ def _node_ids(catalog: Catalog) -> dict[tuple[str, str], str]:
 
 def _edges(catalog: Catalog, ids: dict[tuple[str, str], str]) -> list[tuple[str, str, str]]:
     edges: list[tuple[str, str, str]] = []
-    for name, (_, uri) in catalog.watchers.items():
-        edges.append((ids[("watcher", name)], ids[("asset", uri)], ""))
+    for name in catalog.watchers:
+        for uri in catalog.watcher_assets.get(name, (catalog.watchers[name][1],)):
+            edges.append((ids[("watcher", name)], ids[("asset", uri)], ""))
     for pid, pipeline in catalog.pipelines.items():
         target = ids[("pipeline", pid)]
         for asset in dict.fromkeys(pipeline.condition.iter_assets()):

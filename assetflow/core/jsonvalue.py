@@ -17,6 +17,9 @@ def freeze_json(value: Any, what: str) -> Any:
         DefinitionError: the value cannot be written as JSON.
 
     """
+    plain = _frozen_plain(value)
+    if plain is not _NOT_PLAIN:
+        return plain
     try:
         copied = json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -24,6 +27,46 @@ def freeze_json(value: Any, what: str) -> Any:
             f"{what} must be JSON-serialisable (dicts, lists, str, numbers, bools): {exc}"
         ) from exc
     return _freeze(copied)
+
+
+_NOT_PLAIN = object()
+_SCALARS = (str, int, bool, type(None))
+
+
+def _frozen_plain(value: Any) -> Any:
+    """The frozen copy of a value that is already plain JSON (str keys, lists, finite numbers), in one walk.
+
+    Frozen values (mapping proxies, tuples) count as plain: freezing a frozen value gives the same value. Anything
+    else (other keys or types, NaN) gives ``_NOT_PLAIN``: the JSON round trip then decides exactly as before. Most
+    events' extras and sources are plain, and this skips their encode and decode.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is float:
+        return value if value == value and value not in (_INF, -_INF) else _NOT_PLAIN
+    if kind is dict or kind is MappingProxyType:  # an already frozen value is frozen again as is
+        frozen = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _NOT_PLAIN
+            copied = _frozen_plain(item)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            frozen[key] = copied
+        return MappingProxyType(frozen)
+    if kind is list or kind is tuple:
+        items = []
+        for item in value:
+            copied = _frozen_plain(item)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            items.append(copied)
+        return tuple(items)
+    return _NOT_PLAIN
+
+
+_INF = float("inf")
 
 
 def _freeze(value: Any) -> Any:

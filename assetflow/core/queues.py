@@ -14,10 +14,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assetflow.core.conditions import SortKey, Undecidable
-from assetflow.core.decision import decide_on
+from assetflow.core.decision import decide_on, explain_view
 from assetflow.core.entries import QueueEntry, QueueState
 from assetflow.core.events import format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
@@ -301,4 +301,46 @@ class QueueHead:
         return HeadWait(summary, decision.wake_at, decision.blocked_by)
 
 
-__all__ = ["MAX_APPEND", "HeadWait", "KeyStats", "QueueHead", "QueueSummary", "StoredQueue", "SummaryView"]
+def explain_from_head(
+    pipeline: Pipeline, head: QueueHead, *, active_runs: int, now: datetime, paused: bool = False
+) -> dict[str, Any] | None:
+    """Explain's JSON from a queue's head alone, or None when its summary cannot judge (read the queue then).
+
+    The same :func:`~assetflow.core.decision.explain_view` on the head's per-key counts and times: exact for
+    plain trees, ``at_least``, ``failed``, ``late``, debounce and max-wait, and ``within`` where the window does
+    not cut through a key's entries; None for an order (``then``), a ``where`` node's misses, a summary of an
+    older version or without per-key stats. So explain costs one read whatever the queue's depth, when it can.
+
+    Raises:
+        ValueError: ``now`` is naive.
+
+    """
+    summary = head.summary
+    if summary is None or summary.keys is None:
+        return None
+    now = utc(now)
+    try:
+        return explain_view(
+            pipeline,
+            SummaryView(summary, now=now, pipeline=pipeline),
+            key=head.key,
+            queued=summary.entries,
+            pending_ticks=bool(head.pending_ticks),
+            active_runs=active_runs,
+            now=now,
+            paused=paused,
+        )
+    except Undecidable:
+        return None
+
+
+__all__ = [
+    "MAX_APPEND",
+    "HeadWait",
+    "KeyStats",
+    "QueueHead",
+    "QueueSummary",
+    "StoredQueue",
+    "SummaryView",
+    "explain_from_head",
+]

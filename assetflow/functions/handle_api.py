@@ -22,7 +22,7 @@ from assetflow.core import limits
 from assetflow.core.errors import ConflictError, NotFoundError, StoreUnavailableError
 from assetflow.openapi import openapi_document
 from assetflow.routes import ROUTES, allowed_methods, by_operation
-from assetflow.usecases import requests, views
+from assetflow.usecases import operate, requests, views
 
 logger = Logger(service="assetflow-api")
 app = APIGatewayHttpResolver()
@@ -191,7 +191,8 @@ def post_asset_event(params: Params) -> Response[Any]:
 @route("listAssets")
 def get_assets(params: Params) -> dict[str, Any]:
     """Assets with their last event time and event count."""
-    return views.list_assets(_deps().store, **_page_args(params))
+    deps = _deps()
+    return views.list_assets(deps.store, catalog=deps.catalog, now=utc_now(), **_page_args(params))
 
 
 @route("listAssetEvents")
@@ -204,7 +205,7 @@ def get_asset_events(params: Params) -> dict[str, Any]:
 def get_queue(params: Params, pipeline_id: str) -> dict[str, Any]:
     """A pipeline's queued events."""
     deps = _deps()
-    return views.list_queue(deps.store, deps.catalog, pipeline_id)
+    return views.list_queue(deps.store, deps.catalog, pipeline_id, now=utc_now())
 
 
 @route("clearQueue")
@@ -239,6 +240,80 @@ def get_run(params: Params, run_id: str) -> dict[str, Any]:
 def get_quarantine(params: Params) -> dict[str, Any]:
     """Rejected messages with their reasons, newest first."""
     return views.list_quarantine(_deps().store, **_page_args(params))
+
+
+@route("explainPipeline")
+def get_explain(params: Params, pipeline_id: str) -> dict[str, Any]:
+    """Why the pipeline runs or waits now (the evaluator's own decision)."""
+    deps = _deps()
+    return views.explain(deps.store, deps.catalog, pipeline_id, now=utc_now())
+
+
+def _optional_body() -> object:
+    raw = body()
+    return requests.parse_body(raw) if raw.strip() else None
+
+
+def _created(run: Any, created: bool) -> Response[Any]:
+    return Response(
+        status_code=HTTPStatus.CREATED,
+        content_type=content_types.APPLICATION_JSON,
+        body=run.to_json(),
+        headers={REPLAYED_HEADER: "false" if created else "true"},
+    )
+
+
+@route("triggerRun")
+def post_run(params: Params, pipeline_id: str) -> Response[Any]:
+    """Trigger a manual run: 201 with the run (queued, or already submitted when a slot was free)."""
+    request = operate.parse_trigger_request(_optional_body())
+    result = _deps().operations.trigger(
+        pipeline_id,
+        request,
+        principal=principal(),
+        request_id=_request_id(),
+        idempotency_key=app.current_event.headers.get("idempotency-key"),
+    )
+    return _created(result.run, result.created)
+
+
+@route("pausePipeline")
+def post_pause(params: Params, pipeline_id: str) -> dict[str, Any]:
+    """Pause a pipeline."""
+    return _deps().operations.pause(pipeline_id, principal=principal())
+
+
+@route("unpausePipeline")
+def post_unpause(params: Params, pipeline_id: str) -> dict[str, Any]:
+    """Unpause a pipeline; held runs and due queues start."""
+    return _deps().operations.unpause(pipeline_id, principal=principal())
+
+
+@route("backfillPipeline")
+def post_backfill(params: Params, pipeline_id: str) -> dict[str, Any]:
+    """Create (or with dry_run only plan) the runs of a past window."""
+    start, end, dry_run = operate.parse_backfill_request(requests.parse_body(body()))
+    result = _deps().operations.backfill(pipeline_id, start, end, dry_run=dry_run, principal=principal())
+    return result.to_json()
+
+
+@route("cancelRun")
+def post_cancel(params: Params, run_id: str) -> dict[str, Any]:
+    """Cancel a queued or running run."""
+    requeue = operate.parse_cancel_request(_optional_body())
+    return _deps().operations.cancel(run_id, requeue=requeue, principal=principal()).to_json()
+
+
+@route("replayRun")
+def post_replay(params: Params, run_id: str) -> Response[Any]:
+    """Replay a run: 201 with the new run."""
+    result = _deps().operations.replay(
+        run_id,
+        principal=principal(),
+        request_id=_request_id(),
+        idempotency_key=app.current_event.headers.get("idempotency-key"),
+    )
+    return _created(result.run, result.created)
 
 
 @route("getCatalog")

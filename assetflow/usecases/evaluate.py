@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from assetflow.core import listeners
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
@@ -28,10 +29,12 @@ from assetflow.ports import (
     Clock,
     Launcher,
     ListenerBus,
+    NoWakeUps,
     NullBus,
     QueueSnapshot,
     Store,
     TransitionTooLargeError,
+    WakeUps,
 )
 from assetflow.usecases.submit import Submitter
 
@@ -40,9 +43,9 @@ logger = logging.getLogger(__name__)
 #: Events one transition takes at most (fewer when DynamoDB's 100 writes a transaction say so).
 ENTRIES_PER_TRANSITION = 25
 
-ASSET_CREATED = "AssetCreated"
-ASSET_CHANGED = "AssetChanged"
-ASSET_EVENT_EMITTED = "AssetEventEmitted"
+ASSET_CREATED = listeners.ASSET_CREATED
+ASSET_CHANGED = listeners.ASSET_CHANGED
+ASSET_EVENT_EMITTED = listeners.ASSET_EVENT_EMITTED
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Evaluator:
         launcher: Launcher,
         clock: Clock,
         bus: ListenerBus | None = None,
+        wakeups: WakeUps | None = None,
         max_attempts: int = 12,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
@@ -103,6 +107,8 @@ class Evaluator:
         self.catalog = catalog
         self.store = store
         self.bus = bus or NullBus()
+        #: One-shot re-evaluations at a debounce or max-wait deadline (``Transition.wake_at``).
+        self.wakeups = wakeups or NoWakeUps()
         self.clock = clock
         self.max_attempts = max_attempts
         self._sleep = sleep
@@ -203,16 +209,23 @@ class Evaluator:
         """Listener events of the batch, only of the types the environment subscribes to."""
         bus = self.bus
         entries: list[tuple[str, Mapping[str, Any]]] = []
+        assets = self.catalog.assets
         if bus.wants(ASSET_CREATED):
             for uri in sorted(self.store.new_assets(events)):
-                known = self.catalog.assets.get(uri)
-                entries.append((ASSET_CREATED, {"uri": uri, "name": known.name if known else uri}))
+                entries.append((ASSET_CREATED, listeners.asset_created(uri, assets.get(uri))))
         changed, emitted = bus.wants(ASSET_CHANGED), bus.wants(ASSET_EVENT_EMITTED)
         for event in events:
+            known = assets.get(event.asset)
+            # Airflow's on_asset_changed, then on_asset_event_emitted, when the event is recorded.
             if changed:
-                entries.append((ASSET_CHANGED, {"uri": event.asset, "event_id": event.id}))
+                entries.append((ASSET_CHANGED, listeners.asset_changed(event.asset, known)))
             if emitted:
-                entries.append((ASSET_EVENT_EMITTED, event.to_json()))
+                entries.append(
+                    (
+                        ASSET_EVENT_EMITTED,
+                        listeners.asset_event_emitted(event, known, known_aliases=self.catalog.aliases),
+                    )
+                )
         if entries:
             bus.publish_many(entries)
 
@@ -314,11 +327,13 @@ class Evaluator:
             part = pending[:size]
             try:
                 wait = (
-                    head.waits(pipeline, part, now=self.clock())
+                    head.waits(pipeline, part, now=self.clock(), paused=snapshot.paused)
                     if part and not pending_ticks and known is None
                     else None
                 )
                 if wait is not None:
+                    if wait.wake_at is not None:  # nothing new may come before the deadline: look again then
+                        self.wakeups.wake_at(pipeline.id, key, wait.wake_at)
                     # The core would only queue them: add them from the head alone, without reading the
                     # queue, so an event of a long-waiting queue (a & b, b not yet come) costs as any other.
                     summary = self.store.append_entries(pipeline, head, part)
@@ -335,7 +350,10 @@ class Evaluator:
                         now=self.clock(),
                         entries=part,
                         ticks=pending_ticks,
+                        paused=snapshot.paused,
                     )
+                    if transition.wake_at is not None:
+                        self.wakeups.wake_at(pipeline.id, key, transition.wake_at)
                     if transition.changed:
                         self.store.apply(pipeline, stored, transition)
                     known = stored.after(pipeline, transition)

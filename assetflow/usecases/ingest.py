@@ -84,15 +84,25 @@ class Ingest:
             if lanes is not None and isinstance(prepared, Exception):
                 failed_lanes.add(lanes[n])
         if accepted:
+            # A message's event, then its events of the watcher's other assets (one source feeding several),
+            # each under its own identity: a redelivery after a partial write writes what is missing.
+            rows = [
+                (n, event, identity)
+                for n, o in accepted
+                for event, identity in [(o.event, o.identity), *((e, o.also_identity(e)) for e in o.also)]
+            ]
             written = self.store.put_events(
-                [(o.event, o.identity) for _, o in accepted],
+                [(event, identity) for _, event, identity in rows],
                 now=now,
-                lanes=None if lanes is None else [lanes[n] for n, _ in accepted],
+                lanes=None if lanes is None else [lanes[n] for n, _, _ in rows],
                 # One source's batch: all lasting or none (a mixed one keeps every record, the safe side).
                 lasting=any(o.lasting_identity for _, o in accepted),
             )
-            for (n, _), result in zip(accepted, written, strict=True):
-                answers[n] = result if isinstance(result, Exception) else result.created
+            for (n, _, identity), result in zip(rows, written, strict=True):
+                if isinstance(result, Exception):
+                    answers[n] = result
+                elif identity == outcomes[n].identity and answers[n] is None:
+                    answers[n] = result.created
         if lanes is not None:
             # What follows a failure in its lane comes back with it (written or not: writes are idempotent).
             seen_failure: set[str] = set()
@@ -114,8 +124,10 @@ class Ingest:
                 )
             try:
                 # Only a message over the inline limit reads first: its redelivery would write another
-                # object (its facts differ), which no event would reference.
-                if self.store.find_dedupe(outcome.identity) is not None:
+                # object (its facts differ), which no event would reference. Its last event is written last.
+                last = outcome.also[-1] if outcome.also else None
+                done = outcome.identity if last is None else outcome.also_identity(last)
+                if self.store.find_dedupe(done) is not None:
                     return False
                 self.extras.write(outcome.detached)
             except Exception as exc:

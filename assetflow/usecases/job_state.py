@@ -14,6 +14,7 @@ from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoun
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES, MAX_PAYLOAD_DEPTH, nesting_exceeds
+from assetflow.core.listeners import alias_json, asset_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.ports import Detached, ExtrasStore, ExtraTooLargeError, OutletMetadataError, RunOutputs, Store
 from assetflow.usecases.evaluate import Evaluation, Evaluator
@@ -21,7 +22,9 @@ from assetflow_job.contract import REF_KEY
 
 logger = logging.getLogger(__name__)
 
-ALIAS_CREATED = "AssetAliasCreated"
+#: An asset joined an alias (a run's alias outlet named it for the first time). Airflow has no hook for this
+#: association; its ``on_asset_alias_created`` is the alias's own creation (``listeners.ASSET_ALIAS_CREATED``).
+ALIAS_RESOLVED = "AssetAliasResolved"
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ class RunStates:
         clock: Callable[[], datetime],
         job_lookup: Callable[[str], str | None] | None = None,
         extras: ExtrasStore | None = None,
+        admit: Callable[[str], list[Run]] | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
@@ -160,6 +164,8 @@ class RunStates:
         self.outputs = outputs
         self.extras = extras
         self._job_lookup = job_lookup
+        #: Admits a pipeline's held runs (manual, replayed, backfilled) when a slot frees; returns them.
+        self._admit = admit
 
     def handle_state_change(
         self, job_run_id: str, emr_state: str, application_id: str, *, job_run_name: str | None = None
@@ -297,7 +303,13 @@ class RunStates:
                 for alias in planned.aliases:
                     if self.store.add_alias_resolution(alias, planned.asset, now=now):
                         self.evaluator.bus.publish(
-                            ALIAS_CREATED, {"alias": alias, "uri": planned.asset, "run_id": run.run_id}
+                            ALIAS_RESOLVED,
+                            {
+                                "kind": "asset_alias_resolved",
+                                "asset_alias": alias_json(self.catalog.aliases.get(alias) or alias),
+                                "asset": asset_json(planned.asset, self.catalog.assets.get(planned.asset)),
+                                "run_id": run.run_id,
+                            },
                         )
             event_id = outlet_event_id(run.run_id, planned.kind, planned.asset, planned.extra)
             extra, detached = self._place(event_id, planned, result)
@@ -362,7 +374,10 @@ class RunStates:
             return None
         if pipeline.max_active_runs is None:
             return None  # nothing waits for a slot: the queue runs as soon as its condition holds
+        # Runs an operator asked for (manual, replayed, backfilled) wait held for a slot: they go first.
+        admitted = self._admit(run.pipeline) if self._admit is not None else []
         released = self.evaluator.release(run.pipeline)
+        released.runs[:0] = admitted
         if released.runs:
             logger.info(
                 "held runs released",

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 from assetflow.core.catalog import Catalog
+from assetflow.core.conditions import AssetAlias, Where
+from assetflow.core.decision import combine_explains, queue_progress
+from assetflow.core.decision import explain as explain_state
+from assetflow.core.entries import QueueState
+from assetflow.core.events import parse_timestamp
+from assetflow.core.expectations import asset_health
+from assetflow.core.queues import explain_from_head
 from assetflow.ports import Page, Store
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
 
@@ -27,15 +37,94 @@ def _paging(token: str | None) -> Iterator[None]:
         raise RequestError(str(exc)) from exc
 
 
-def list_assets(store: Store, *, limit: Limit = DEFAULT_LIMIT, token: str | None = None) -> dict[str, Any]:
+def list_assets(
+    store: Store,
+    *,
+    limit: Limit = DEFAULT_LIMIT,
+    token: str | None = None,
+    catalog: Catalog | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
     """Assets (``uri``, ``name``, ``created_at``, ``last_event_at``, ``event_count``), by URI, paged.
+
+    With ``catalog``: every declared asset too, with or without events (``event_count`` 0, ``created_at`` and
+    ``last_event_at`` null until its first event), and each asset's ``health`` (``fresh``, ``late``,
+    ``check_failed``, ``quarantined_input``) from the facts the store keeps: its newest event, its
+    ``ExpectedArrival``, and the newest quarantined message of its watchers (among the 1,000 newest). No
+    blocking-check facts are kept yet, so ``check_failed`` never shows.
 
     Raises:
         RequestError: a bad limit or page token.
     """
     size = parse_limit(limit)
-    with _paging(token):
-        return store.list_assets(limit=size, token=token or None).to_json()
+    if catalog is None:
+        with _paging(token):
+            return store.list_assets(limit=size, token=token or None).to_json()
+    after = _decode_after(token)
+    with _paging(None):
+        stored = store.assets_after(after, limit=size + 1)
+    by_uri = {a["uri"]: a for a in stored}
+    declared = sorted(u for u in catalog.assets if after is None or u > after)[: size + 1]
+    uris = sorted(set(by_uri) | set(declared))
+    page, more = uris[:size], len(uris) > size
+    # A stored asset past the page end may sort after a declared one: the page ends at the size-th URI.
+    quarantined = _newest_quarantine(store, catalog)
+    moment = now or _utc_now()
+    items = []
+    for uri in page:
+        known = catalog.assets.get(uri)
+        row = by_uri.get(uri) or {
+            "uri": uri,
+            "name": known.name if known else uri,
+            "created_at": None,
+            "last_event_at": None,
+            "event_count": 0,
+        }
+        last = parse_timestamp(row["last_event_at"]) if row.get("last_event_at") else None
+        row["health"] = asset_health(
+            now=moment,
+            expect=getattr(known, "expect", None),
+            last_event_at=last,
+            last_quarantined_at=quarantined.get(uri),
+        )
+        row["declared"] = known is not None
+        items.append(row)
+    return Page(items, _encode_after(page[-1]) if more and page else None).to_json()
+
+
+def _newest_quarantine(store: Store, catalog: Catalog) -> dict[str, datetime]:
+    """The newest quarantine time of each asset's watchers, among the 1,000 newest quarantined messages."""
+    newest: dict[str, datetime] = {}
+    items = store.list_quarantine(limit=1000).items
+    for item in items:
+        watcher = catalog.watchers.get(str(item.get("watcher")))
+        if watcher is None or not item.get("at"):
+            continue
+        for uri in _watched_assets(catalog, watcher[0].name):
+            at = parse_timestamp(str(item["at"]))
+            if uri not in newest or at > newest[uri]:
+                newest[uri] = at
+    return newest
+
+
+def _watched_assets(catalog: Catalog, watcher: str) -> list[str]:
+    return [uri for uri, asset in catalog.assets.items() if any(w.name == watcher for w in asset.watchers)]
+
+
+def _encode_after(uri: str) -> str:
+    return base64.urlsafe_b64encode(("after:" + uri).encode()).decode()
+
+
+def _decode_after(token: str | None) -> str | None:
+    if not token:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(token.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise RequestError("invalid page token; use the 'next' value of the previous page") from exc
+    if not text.startswith("after:"):
+        raise RequestError("invalid page token; use the 'next' value of the previous page")
+    return text.removeprefix("after:")
 
 
 def list_events(
@@ -51,14 +140,86 @@ def list_events(
         return store.list_events(asset, limit=size, token=token or None).to_json()
 
 
-def list_queue(store: Store, catalog: Catalog, pipeline_id: str) -> dict[str, Any]:
+def list_queue(
+    store: Store, catalog: Catalog, pipeline_id: str, *, now: datetime | None = None
+) -> dict[str, Any]:
     """A pipeline's queued events (``pipeline``, ``queue_key``, ``aliases``, ``event``), oldest first.
+
+    Beside ``items``, ``updated`` and ``required`` say "x of N assets updated": of the assets (and aliases) the
+    schedule counts, how many have an eligible queued event (``within`` applies at ``now``). A partition-aware
+    pipeline has a queue per key; the figures are those of its most advanced queue, and ``queues`` gives each.
 
     Raises:
         NotFoundError: no such pipeline in the catalog.
     """
     pipeline = pipeline_of(catalog, pipeline_id)
-    return Page(store.list_queue(pipeline.id), None).to_json()
+    moment = now or _utc_now()
+    rows: list[dict[str, Any]] = []
+    figures: list[dict[str, Any]] = []
+    for key in store.queue_keys(pipeline.id, pending_only=False):
+        entries = store.read_queue(pipeline.id, key).state.entries
+        for entry in sorted(entries, key=lambda e: e.sort_key):
+            rows.append(
+                {
+                    "pipeline": pipeline.id,
+                    "queue_key": key or None,
+                    "aliases": list(entry.aliases),
+                    "event": entry.event.to_json(),
+                }
+            )
+        updated, required = queue_progress(pipeline, entries, now=moment)
+        figures.append({"key": key or None, "updated": updated, "required": required, "queued": len(entries)})
+    if not figures:
+        updated, required = queue_progress(pipeline, (), now=moment)
+        figures.append({"key": None, "updated": updated, "required": required, "queued": 0})
+    best = max(figures, key=lambda f: (f["updated"] / f["required"] if f["required"] else 0.0, f["queued"]))
+    doc = Page(rows, None).to_json()
+    doc["updated"], doc["required"] = best["updated"], best["required"]
+    if pipeline.partitioned:
+        doc["queues"] = figures
+    return doc
+
+
+def explain(
+    store: Store, catalog: Catalog, pipeline_id: str, *, now: datetime | None = None
+) -> dict[str, Any]:
+    """Why the pipeline runs or waits now: DESIGN §5's explain JSON, from the decision the evaluator takes.
+
+    The queues, the active runs and the paused flag are read from the store; ``held_runs`` adds how many
+    operator-made runs (manual, replayed, backfilled) wait for a slot.
+
+    Raises:
+        NotFoundError: no such pipeline in the catalog.
+    """
+    pipeline = pipeline_of(catalog, pipeline_id)
+    moment = now or _utc_now()
+    gate = store.pipeline_gate(pipeline.id)
+    keys = store.queue_keys(pipeline.id, pending_only=False) if pipeline.partitioned else [""]
+    nodes = list(pipeline.condition.iter_nodes())
+    uses_aliases = any(isinstance(n, AssetAlias) for n in nodes)
+    uses_wheres = any(isinstance(n, Where) for n in nodes)
+    docs = []
+    for key in keys:
+        # The head alone answers for most conditions; an order (then) or a where's misses need the entries.
+        head = store.read_queue_head(pipeline.id, key)
+        doc = explain_from_head(pipeline, head, active_runs=gate.active, now=moment, paused=gate.paused)
+        if doc is None:
+            entries = store.decision_entries(
+                pipeline.id, key, head.generation, aliases=uses_aliases, wheres=uses_wheres
+            )
+            state = QueueState(pipeline.id, key, head.version, entries, head.pending_ticks, head.last_tick)
+            doc = explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused)
+        docs.append(doc)
+    if not docs:
+        state = QueueState(pipeline.id)
+        docs.append(explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused))
+    result = combine_explains(pipeline, docs)
+    result["held_runs"] = len(store.held_runs(pipeline.id))
+    return result
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def list_runs(
@@ -122,4 +283,4 @@ def list_quarantine(
         return store.list_quarantine(limit=size, token=token or None).to_json()
 
 
-__all__ = ["list_assets", "list_events", "list_quarantine", "list_queue", "list_runs", "show_run"]
+__all__ = ["explain", "list_assets", "list_events", "list_quarantine", "list_queue", "list_runs", "show_run"]

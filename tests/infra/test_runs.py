@@ -78,12 +78,12 @@ def test_job_state_rule_matches_this_applications_state_changes_only(env: Synthe
 
 
 def test_a_schedule_per_time_pipeline_with_its_expression_timezone_and_input(env: Synthesised) -> None:
+    # Every schedule with a time part ticks, whatever its kind; manual and asset-only ones never do.
     time_pipelines = {
-        pid: p.schedule
-        for pid, p in env.catalog.pipelines.items()
-        if isinstance(p.schedule, AssetOrTimeSchedule)
+        pid: p.schedule for pid, p in env.catalog.pipelines.items() if p.schedule.time is not None
     }
     assert time_pipelines
+    assert any(isinstance(s, AssetOrTimeSchedule) for s in time_pipelines.values())
     schedules = [r["Properties"] for r in env.of_type("AWS::Scheduler::Schedule").values()]
     by_pipeline = {json.loads(s["Target"]["Input"])["pipeline"]: s for s in schedules}
     assert set(by_pipeline) == set(time_pipelines)
@@ -106,11 +106,14 @@ def test_start_job_run_is_scoped_to_the_application_and_pass_role_to_the_job_rol
     service = env.stack.service
     application_arn = {"Fn::GetAtt": [env.logical_id(service.spark.application), "Arn"]}
     job_role_arn = {"Fn::GetAtt": [env.logical_id(service.spark.job_role), "Arn"]}
+    wake_role_arn = {"Fn::GetAtt": [env.logical_id(service.schedules.role), "Arn"]}
+    # The API starts runs too (manual, replayed, backfilled) and cancels them; the sweep finishes stuck runs.
     starters = {
         service.evaluator.handler,
         service.run_state.handler,
         service.schedules.handler,
         service.reconciliation.handler,
+        service.api.handler,
     }
     for function in service.functions:
         statements = _statements(env, function.role)
@@ -120,10 +123,42 @@ def test_start_job_run_is_scoped_to_the_application_and_pass_role_to_the_job_rol
             assert not starts and not passes, function.node.path
             continue
         assert [s["Resource"] for s in starts] == [application_arn]
-        assert [s["Resource"] for s in passes] == [job_role_arn]
-        assert passes[0]["Condition"] == {
-            "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
+        by_resource = {json.dumps(s["Resource"], sort_keys=True): s["Condition"] for s in passes}
+        assert by_resource == {
+            json.dumps(job_role_arn, sort_keys=True): {
+                "StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}
+            },
+            # ...and the schedules' role, to the one-time wake-ups they create
+            json.dumps(wake_role_arn, sort_keys=True): {
+                "StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}
+            },
         }
+
+
+def test_wake_ups_are_created_in_their_group_only_by_the_functions_that_evaluate_queues(
+    env: Synthesised,
+) -> None:
+    service = env.stack.service
+    group = env.stack.resolve(service.schedules.wake_group.schedule_group_name)
+    for function in service.functions:
+        creates = [s for s in _statements(env, function.role) if "scheduler:CreateSchedule" in _actions(s)]
+        environment = env.resources[env.logical_id(function.function)]["Properties"]["Environment"][
+            "Variables"
+        ]
+        if function is service.api.handler or function in (
+            service.evaluator.handler,
+            service.run_state.handler,
+            service.schedules.handler,
+            service.reconciliation.handler,
+        ):
+            (statement,) = creates
+            assert group in json.dumps(statement["Resource"]) and json.dumps(statement["Resource"]).endswith(
+                '/*"]]}'
+            )
+            assert environment["WAKE_SCHEDULE_GROUP"] == group
+            assert ("WAKE_TARGET_ARN" in environment) is (function is not service.schedules.handler)
+        else:
+            assert not creates, function.node.path
 
 
 def test_put_events_on_the_listener_bus_only_for_evaluator_run_state_and_the_sweep(env: Synthesised) -> None:

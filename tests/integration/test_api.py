@@ -174,16 +174,23 @@ def test_an_unknown_asset_is_created_with_a_warning(deps: Dependencies) -> None:
     assert status == 201
     assert "not declared in the catalog" in headers["x-assetflow-warning"]
     deps.evaluator.handle_event(AssetEvent.from_json(event))
-    _, _, assets = request(deps, "GET", "/assets")
-    assert [a["uri"] for a in assets["items"]] == ["x-adhoc://backfill/1"]
+    _, _, assets = request(deps, "GET", "/assets", query={"limit": "1000"})
+    by_uri = {a["uri"]: a for a in assets["items"]}
+    # Listed with the declared ones, marked undeclared.
+    assert by_uri["x-adhoc://backfill/1"]["declared"] is False
+    assert by_uri["x-adhoc://backfill/1"]["event_count"] == 1
+    assert set(by_uri) == set(deps.catalog.assets) | {"x-adhoc://backfill/1"}
 
 
 def test_assets_and_events_page_with_next(deps: Dependencies) -> None:
     created = [emit(deps, READINGS, extra={"n": n}) for n in range(5)]
     emit(deps, LANDING)
-    _, _, assets = request(deps, "GET", "/assets")
+    _, _, assets = request(deps, "GET", "/assets", query={"limit": "1000"})
     by_uri = {a["uri"]: a for a in assets["items"]}
-    assert set(by_uri) == {READINGS, LANDING}
+    # Every declared asset is listed, with or without events, each with its health.
+    assert set(by_uri) == set(deps.catalog.assets)
+    assert {uri for uri, a in by_uri.items() if a["event_count"]} == {READINGS, LANDING}
+    assert {a["health"] for a in by_uri.values()} <= {"fresh", "late", "quarantined_input"}
     assert by_uri[READINGS]["event_count"] == 5
     assert by_uri[READINGS]["last_event_at"] == created[-1]["timestamp"]
     assert by_uri[READINGS]["name"] == "iot_readings"
@@ -229,7 +236,12 @@ def test_queue_entries_appear_after_evaluation_and_can_be_cleared(deps: Dependen
     assert (status, cleared) == (200, {"pipeline": "ops_dashboard", "uri": CURATED, "deleted": 0})
     status, _, cleared = request(deps, "DELETE", "/pipelines/ops_dashboard/queue", query={"uri": READINGS})
     assert (status, cleared) == (200, {"pipeline": "ops_dashboard", "uri": READINGS, "deleted": 2})
-    assert request(deps, "GET", "/pipelines/ops_dashboard/queue")[2] == {"items": [], "next": None}
+    assert request(deps, "GET", "/pipelines/ops_dashboard/queue")[2] == {
+        "items": [],
+        "next": None,
+        "updated": 0,
+        "required": 3,
+    }
 
     emit(deps, READINGS)
     status, _, cleared = request(deps, "DELETE", "/pipelines/ops_dashboard/queue")

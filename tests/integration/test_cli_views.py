@@ -169,17 +169,20 @@ def test_assets_queue_runs_and_quarantine(run_cli: Cli, evaluator: Evaluator, st
     readings = emit(run_cli, evaluator, READINGS)
     landing = emit(run_cli, evaluator, LANDING)
 
-    assets = run_cli.json("assets", "list")
-    assert [a["uri"] for a in assets["items"]] == sorted([READINGS, LANDING])
-    assert all(a["event_count"] == 1 for a in assets["items"])
+    assets = run_cli.json("assets", "list", "--limit", "1000")
+    # Every declared asset, with or without events, each with its health.
+    assert sorted(a["uri"] for a in assets["items"] if a["event_count"]) == sorted([READINGS, LANDING])
+    assert len(assets["items"]) > 2 and all("health" in a for a in assets["items"])
+    assert all(a["event_count"] == 1 for a in assets["items"] if a["uri"] in (READINGS, LANDING))
     code, out, _ = run_cli.run("assets", "list")
-    assert "URI" in out.splitlines()[0] and "iot_readings" in out
+    assert "URI" in out.splitlines()[0] and "HEALTH" in out.splitlines()[0] and "iot_readings" in out
 
     queue = run_cli.json("queue", "list", "ops_dashboard")
     assert [q["event"] for q in queue["items"]] == [readings]
     assert queue["next"] is None
+    assert (queue["updated"], queue["required"]) == (1, 3)
     code, out, _ = run_cli.run("queue", "list", "ops_dashboard")
-    assert code == 0 and readings["id"] in out
+    assert code == 0 and readings["id"] in out and "1 of 3 assets updated" in out
 
     runs = run_cli.json("runs", "list", "--pipeline", "deliveries_etl")
     (run,) = runs["items"]

@@ -390,7 +390,13 @@ def test_the_local_server_answers_every_route_of_the_table_and_serves_the_genera
     for route in ROUTES:
         path = route.path.replace("{id}", "deliveries_etl").replace("{run_id}", "no-such-run")
         query = "?" + urllib.parse.urlencode({"uri": LANDING}) if route.required else ""
-        body = json.dumps({"uri": LANDING}).encode() if route.method == "POST" else None
+        bodies = {
+            "createAssetEvent": {"uri": LANDING},
+            "triggerRun": {"conf": {"from": "the route test"}},
+            "backfillPipeline": {"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"},
+        }
+        doc = bodies.get(route.operation)
+        body = json.dumps(doc).encode() if doc is not None else None
         status, _, answer = call(
             server,
             route.method,

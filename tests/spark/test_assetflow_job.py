@@ -397,6 +397,55 @@ def test_inlet_events_without_an_events_table_fail_only_when_read() -> None:
         ctx.inlet_events[CURATED]
 
 
+class AliasReader(FakeReader):
+    """A FakeReader that also knows which assets each alias resolved to."""
+
+    def __init__(self, history: dict[str, list[AssetEvent]], aliases: dict[str, list[str]]) -> None:
+        super().__init__(history)
+        self.aliases = aliases
+        self.alias_calls: list[str] = []
+
+    def alias_assets(self, alias: str) -> list[str]:
+        self.alias_calls.append(alias)
+        return self.aliases.get(alias, [])
+
+
+def _through(uri: str, event_id: str, minute: int, *aliases: str) -> AssetEvent:
+    source = {"type": "run", "pipeline": "exports", "run_id": "r"} | (
+        {"aliases": list(aliases)} if aliases else {}
+    )
+    return AssetEvent.from_dict(event(uri, event_id, f"2026-11-21T10:{minute:02d}:00.000000Z", source=source))
+
+
+def test_inlet_events_through_an_alias_are_the_events_emitted_through_it_in_order() -> None:
+    # Given two assets the alias resolved to, each with events through it and one produced otherwise
+    eu, us = "s3://lake/exports/eu", "s3://lake/exports/us"
+    history = {
+        eu: [
+            _through(eu, "eu1", 1, "partner-exports"),
+            _through(eu, "eu2", 4),
+            _through(eu, "eu3", 5, "partner-exports"),
+        ],
+        us: [_through(us, "us1", 2, "partner-exports", "audit"), _through(us, "us2", 3, "audit")],
+    }
+    reader = AliasReader(history, {"partner-exports": [eu, us], "audit": [us]})
+    ctx = make_context(inlets=[alias_outlet("partner-exports"), alias_outlet("audit")], reader=reader)
+
+    # When a job reads them, as in Airflow: inlet_events[AssetAlias("partner-exports")]
+    exported = ctx.inlet_events[AliasRef("partner-exports")]
+
+    # Then: nothing read until used; the events through the alias, merged by (timestamp, id)
+    assert reader.alias_calls == [] and reader.calls == []
+    assert exported[0].id == "eu1"
+    assert [e.id for e in exported] == ["eu1", "us1", "eu3"]
+    assert len(exported) == 3 and exported[-1].asset == eu and bool(exported)
+    assert [e.id for e in ctx.inlet_events[AliasRef("audit")]] == ["us1", "us2"]
+    assert ctx.inlet_events[AliasRef("partner-exports")] is exported
+    assert AliasRef("audit") in ctx.inlet_events and AliasRef("nope") not in ctx.inlet_events
+    with pytest.raises(UndeclaredInletError, match="not an inlet of this pipeline"):
+        ctx.inlet_events[AliasRef("nope")]
+
+
 class FakeDynamoDb:
     """Answers Query like DynamoDB: items in sort-key order, Limit per page, LastEvaluatedKey."""
 
@@ -412,8 +461,10 @@ class FakeDynamoDb:
         after = request.get("ExclusiveStartKey")
         if after is not None:
             matching = [i for i in matching if i["sk"]["S"] > after["sk"]["S"]]
-        page = matching[: request["Limit"]]
-        response: dict[str, Any] = {"Items": [{"event": i["event"]} for i in page]}
+        page = matching[: request.get("Limit", len(matching))]
+        response: dict[str, Any] = {
+            "Items": [{k: v for k, v in i.items() if k in ("event", "sk")} for i in page]
+        }
         if len(matching) > len(page):
             response["LastEvaluatedKey"] = {"pk": page[-1]["pk"], "sk": page[-1]["sk"]}
         return response
@@ -443,6 +494,16 @@ def test_dynamodb_reader_queries_the_asset_partition_in_order_page_by_page() -> 
         ":prefix": {"S": "EVENT#"},
     }
     assert "ExclusiveStartKey" not in first and "ExclusiveStartKey" in client.requests[1]
+
+
+def test_dynamodb_reader_finds_the_assets_an_alias_resolved_to() -> None:
+    items = [
+        {"pk": {"S": "ALIAS#partner-exports"}, "sk": {"S": f"ASSET#{uri}"}, "created_at": {"S": "x"}}
+        for uri in ("s3://lake/b", "s3://lake/a")
+    ]
+    items.append({"pk": {"S": "ALIAS#other"}, "sk": {"S": "ASSET#s3://lake/c"}})
+    reader = DynamoDbEventReader("events", client=FakeDynamoDb(items))
+    assert reader.alias_assets("partner-exports") == ["s3://lake/a", "s3://lake/b"]
 
 
 def test_endpoints_come_from_the_service_variable_then_the_global_one(
@@ -478,3 +539,13 @@ def test_helper_source_never_imports_assetflow() -> None:
         for line in path.read_text().splitlines():
             stripped = line.strip()
             assert not stripped.startswith(("import assetflow ", "from assetflow ", "from assetflow.")), path
+
+
+def test_the_context_carries_the_runs_conf_and_what_triggered_it() -> None:
+    document = context_document(pipeline="p", run_id="r", outlet_metadata_uri="/x")
+    assert (RunContext(document).conf, RunContext(document).triggered_by) == (None, None)  # an older context
+    document |= {"triggered_by": "replay", "conf": {"full_refresh": True}, "replay_of": "r-0"}
+    ctx = RunContext(document)
+    assert (ctx.conf, ctx.triggered_by, ctx.replay_of) == ({"full_refresh": True}, "replay", "r-0")
+    with pytest.raises(RunContextError, match="conf"):
+        RunContext({**document, "conf": [1]})

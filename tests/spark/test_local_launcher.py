@@ -725,3 +725,105 @@ def test_a_warm_job_over_the_run_timeout_is_stopped_and_fails(
         assert launcher.stats() == {"queued": 0, "running": 0, "succeeded": 0, "failed": 1}
     finally:
         launcher.close()
+
+
+# ---- cancel ---------------------------------------------------------------------------------------------
+
+
+def _wait_for_pid(pid_file: Path, launcher: LocalSparkLauncher, run: Run) -> int:
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), launcher.log_path(run.run_id).read_text()[-3000:]
+    return int(pid_file.read_text())
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.usefixtures("spark_submit")
+def test_cancel_really_stops_a_running_job_and_a_queued_one_never_starts(
+    make_launcher: Callable[..., LocalSparkLauncher],
+    emr: EmrServerlessLauncher,
+    emr_client: Any,
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from assetflow.ports import JobAlreadyEndedError
+
+    # Given: one worker, a job running (its Python driver sleeping) and a second one queued behind it
+    reports = Reports()
+    launcher = make_launcher(report=reports, max_concurrent=1)
+    running, queued = new_run("sleepy"), new_run("sleepy")
+    pid_file = tmp_path / "pid"
+    running_job = launcher.submit(running, pipeline("sleepy", "jobs/sleeping.py", str(pid_file)))
+    queued_job = launcher.submit(queued, pipeline("sleepy", "jobs/sleeping.py", str(tmp_path / "never")))
+    driver = _wait_for_pid(pid_file, launcher, running)
+    reports.wait_for_state(running_job, {"RUNNING"}, timeout=10)
+
+    # When: both are cancelled (the queued one first)
+    launcher.cancel(replace(queued, job_run_id=queued_job))
+    began = time.monotonic()
+    launcher.cancel(replace(running, job_run_id=running_job))
+    reports.wait_for_state(running_job, {"CANCELLED"}, timeout=30)
+    stopping = time.monotonic() - began
+
+    # Then: the driver is gone, EMR's API says CANCELLED, the queued job never ran, and a second cancel is refused
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(driver, 0)
+    assert reports.states(running_job) == ["SUBMITTED", "RUNNING", "CANCELLING", "CANCELLED"]
+    assert reports.states(queued_job) == ["SUBMITTED", "CANCELLING", "CANCELLED"]
+    assert not (tmp_path / "never").exists()
+    for job in (running_job, queued_job):
+        assert (
+            emr_client.get_job_run(applicationId=emr.application_id, jobRunId=job)["jobRun"]["state"]
+            == "CANCELLED"
+        )
+    with pytest.raises(JobAlreadyEndedError):
+        launcher.cancel(replace(running, job_run_id=running_job))
+    assert stopping < 15
+    assert "the run was cancelled" in launcher.log_path(running.run_id).read_text()
+    assert launcher.stats()["running"] == 0
+
+
+def test_a_warm_job_is_cancelled_by_stopping_its_driver(
+    emr: EmrServerlessLauncher,
+    project: Path,
+    tmp_path: Path,
+    moto: MotoServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -r requirements-spark.txt)")
+    script = tmp_path / "fake_driver.py"
+    script.write_text(FAKE_DRIVER)
+    monkeypatch.setattr(spark_pool, "WORKER_SCRIPT", script)
+    reports = Reports()
+    launcher = LocalSparkLauncher(
+        emr=emr,
+        repo_root=project,
+        entry_points=project_jobs(project),
+        work_dir=tmp_path / "work",
+        job_env=dict(LOCAL_AWS_ENV) | {"AWS_ENDPOINT_URL_S3": moto.endpoint, "FAKE_SLEEP": "60"},
+        report=reports,
+        warm_workers=1,
+    )
+    try:
+        wait_until_warm(launcher)
+        assert launcher.pool is not None
+        (driver,) = launcher.pool._idle
+        run = new_run("hangs")
+        job_run_id = launcher.submit(run, pipeline("hangs", "jobs/timed.py", "x", "1"))
+        reports.wait_for_state(job_run_id, {"RUNNING"}, timeout=30)
+
+        launcher.cancel(replace(run, job_run_id=job_run_id))
+
+        assert (
+            reports.wait_for_state(job_run_id, {"CANCELLED", "FAILED", "SUCCESS"}, timeout=30) == "CANCELLED"
+        )
+        assert reports.states(job_run_id) == ["SUBMITTED", "RUNNING", "CANCELLING", "CANCELLED"]
+        assert driver.wait(10) and live_members(driver.pid) == []
+    finally:
+        launcher.close()

@@ -258,9 +258,24 @@ def test_duplicate_watcher_names_across_declarations_of_one_asset() -> None:
     errors_of(watched("s3://bucket/x", "w", "q1"), watched("s3://bucket/x", "w", "q2"))
 
 
-def test_one_watcher_attached_to_two_assets() -> None:
+def test_one_watcher_feeds_every_asset_it_is_attached_to() -> None:
+    # As several Airflow assets share one watcher's trigger: one source, one event per asset for each message.
     watcher = AssetWatcher("w", SqsQueue("q"))
-    errors_of(Asset("s3://bucket/x", watchers=[watcher]), Asset("s3://bucket/y", watchers=[watcher]))
+    catalog = Catalog.build(
+        [Asset("s3://bucket/y", watchers=[watcher]), Asset("s3://bucket/x", watchers=[watcher])]
+    )
+    assert catalog.watcher_assets == {"w": ("s3://bucket/x", "s3://bucket/y")}
+    assert catalog.watchers["w"] == (watcher, "s3://bucket/x")
+    document = catalog.to_document()
+    assert document["watchers"]["w"]["assets"] == ["s3://bucket/x", "s3://bucket/y"]
+    again = Catalog.from_document(document)
+    assert again.watcher_assets == catalog.watcher_assets and again.to_document() == document
+    # Two different watchers on one source would split its messages: still refused, with the fix.
+    errors = errors_of(
+        Asset("s3://bucket/x", watchers=[AssetWatcher("w1", SqsQueue("q"))]),
+        Asset("s3://bucket/y", watchers=[AssetWatcher("w2", SqsQueue("q"))]),
+    )
+    assert any("attach the same AssetWatcher object" in e for e in errors)
 
 
 def test_the_same_watcher_declared_twice_on_one_asset_is_fine() -> None:

@@ -458,3 +458,63 @@ def test_summary_json_keeps_counts_and_times_per_key() -> None:
     assert QueueSummary.from_json(summary.to_json()) == summary
     legacy = QueueSummary.from_json('{"assets": ["x-test://a"], "aliases": [], "entries": 1}')
     assert legacy.keys is None and legacy.oldest is None
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    cond=nodes(),
+    raw=queue_entries,
+    limit=st.one_of(st.none(), st.integers(1, 2)),
+    active=st.integers(0, 2),
+    paused=st.booleans(),
+    ticks=st.booleans(),
+    now_s=st.integers(0, 40),
+    debounce=st.sampled_from([None, timedelta(seconds=3), timedelta(seconds=10)]),
+    within=st.sampled_from([None, timedelta(seconds=5), timedelta(seconds=30)]),
+)
+def test_explain_from_the_head_alone_is_explain_over_the_entries_whenever_it_answers(
+    data: st.DataObject,
+    cond: Condition,
+    raw: list[Any],
+    limit: int | None,
+    active: int,
+    paused: bool,
+    ticks: bool,
+    now_s: int,
+    debounce: timedelta | None,
+    within: timedelta | None,
+) -> None:
+    from assetflow.core.queues import explain_from_head
+
+    schedule = data.draw(schedules(cond))
+    kwargs: dict[str, Any] = {}
+    timed_only = schedule is None or isinstance(schedule, str)
+    if not timed_only:
+        kwargs["within"] = within
+        if not isinstance(schedule, AssetAndTimeSchedule):
+            kwargs["debounce"] = debounce
+    pipeline = Pipeline("p", schedule, JOB, max_active_runs=limit, **kwargs)
+    now = T0 + timedelta(seconds=now_s)
+    entries = () if timed_only else build_entries(raw)
+    pending = (T0,) if ticks and pipeline.schedule.time is not None else ()
+    head = QueueHead("p", "", 4, 2, pending, None, QueueSummary.of(entries))
+    queue = QueueState("p", version=4, entries=entries, pending_ticks=pending)
+
+    fast = explain_from_head(pipeline, head, active_runs=active, now=now, paused=paused)
+    if fast is not None:
+        assert fast == explain(pipeline, queue, active_runs=active, now=now, paused=paused)
+    # A summary of an older version, or without per-key stats, never answers.
+    stale = QueueHead("p", "", 4, 2, pending, None, None)
+    assert explain_from_head(pipeline, stale, active_runs=active, now=now, paused=paused) is None
+
+
+def test_explain_from_the_head_answers_plain_trees_and_declines_an_order() -> None:
+    from assetflow.core.queues import explain_from_head
+
+    entries = tuple(q(A, n) for n in range(1000))
+    head = QueueHead("p", "", 7, 0, (), None, QueueSummary.of(entries))
+    plain = Pipeline("p", A & B, JOB)
+    doc = explain_from_head(plain, head, active_runs=0, now=T0)
+    assert doc is not None and (doc["queued"], doc["updated"], doc["missing"]) == (1000, 1, [B.uri])
+    assert explain_from_head(Pipeline("p", A.then(B), JOB), head, active_runs=0, now=T0) is None

@@ -356,7 +356,9 @@ def make_run(**kwargs: Any) -> Run:
 
 def test_run_document_shape() -> None:
     doc = make_run().to_json()
-    assert set(doc) == RUN_KEYS | {"scheduled_time", "submission_error"}
+    assert set(doc) == RUN_KEYS | {"scheduled_time", "submission_error", "triggered_by", "conf"}
+    assert doc["triggered_by"] == "assets"
+    assert doc["conf"] is None
     assert doc["state"] == "running"
     assert doc["created_at"] == "2026-11-21T10:15:00.000000Z"
     assert doc["scheduled_time"] is None
@@ -370,11 +372,40 @@ def test_run_document_shape() -> None:
         make_run(),
         make_run(state=RunState.QUEUED, partition_key=None, job_run_id=None, triggering_asset_events={}),
         make_run(triggering_asset_events={}, scheduled_time=datetime(2026, 11, 21, 6, tzinfo=UTC)),
+        make_run(triggering_asset_events={}, triggered_by="manual", conf={"full": True, "days": [1, 2]}),
+        make_run(triggered_by="replay", replay_of="run-1", conf={"a": {"b": None}}),
+        make_run(triggered_by="backfill"),
     ],
 )
 def test_run_round_trip(run: Run) -> None:
     assert Run.from_json(run.to_json()) == run
     assert Run.from_json(json.loads(json.dumps(run.to_json()))) == run
+
+
+def test_triggered_by_defaults_from_the_scheduler_kinds_and_replays_name_their_run() -> None:
+    assert make_run().triggered_by == "assets"
+    assert make_run(scheduled_time=datetime(2026, 11, 21, 6, tzinfo=UTC)).triggered_by == "time"
+    replay = make_run(triggered_by="replay", replay_of="run-1").to_json()
+    assert replay["replay_of"] == "run-1"
+    assert "replay_of" not in make_run().to_json()
+    # A run stored before these fields existed reads as the scheduler made it.
+    old = make_run().to_json()
+    del old["triggered_by"], old["conf"]
+    assert Run.from_json(old).triggered_by == "assets"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"triggered_by": "cron"}, "triggered_by is one of"),
+        ({"triggered_by": "replay"}, "replay_of exactly when"),
+        ({"replay_of": "run-1"}, "replay_of exactly when"),
+        ({"conf": ["not", "an", "object"]}, "conf is a JSON object"),
+    ],
+)
+def test_runs_refuse_unknown_triggers_and_bad_conf(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_run(**fields)
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from assetflow import (
 from assetflow.adapters.messages import UNKNOWN_WATCHER, KafkaSource, MessageTranslator, decode_payload
 from assetflow.core.errors import StoreUnavailableError
 from assetflow.core.events import AssetEvent, derive_id
+from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES as MAX_EXTRA_BYTES
 from assetflow.core.limits import MAX_PAYLOAD_DEPTH, MAX_QUARANTINE_BODY_BYTES
 from assetflow.ports import Accepted, Quarantined
@@ -725,6 +726,29 @@ def test_store_outcome_writes_once_per_identity(translator: MessageTranslator) -
     assert Ingest(store=store).store_outcome(bad, now=NOW) is False
     assert list(store.events) == [f"sqs:{ORDERS_ARN}:m-1"]
     assert store.quarantined[f"sqs:{ORDERS_ARN}:m-1"]["watcher"] == "orders"
+
+
+def test_one_source_feeding_several_assets_makes_one_event_per_asset_once() -> None:
+    # Given one SQS watcher attached to two assets (as two Airflow assets sharing one watcher's trigger)
+    feed = AssetWatcher("orders", SqsQueue("orders"))
+    catalog = Catalog.build(
+        [Asset("s3://lake/orders", watchers=[feed]), Asset("s3://lake/audit", watchers=[feed])]
+    )
+    translator = MessageTranslator(catalog)
+    store = FakeStore()
+
+    # When one message arrives, twice (a redelivery)
+    outcome = translator.from_sqs(sqs('{"order_id": 7}', arn=ORDERS_ARN.replace("orders", "orders")), now=NOW)
+    assert Ingest(store=store).store_outcome(outcome, now=NOW) is True
+    assert Ingest(store=store).store_outcome(outcome, now=NOW) is False
+
+    # Then: one event of each asset, with the same payload and distinct ids, each stored once
+    events = sorted(store.events.values(), key=lambda e: e.asset)
+    assert [e.asset for e in events] == ["s3://lake/audit", "s3://lake/orders"]
+    assert len({e.id for e in events}) == 2
+    assert [thaw_json(e.extra)["payload"] for e in events] == [{"order_id": 7}] * 2
+    assert {e.source["watcher"] for e in events} == {"orders"}
+    assert len(store.events) == 2
 
 
 # --- the handlers' failure semantics, with a fake store ----------------------------------------------

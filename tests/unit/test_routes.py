@@ -80,7 +80,7 @@ def test_a_bad_line_is_refused() -> None:
     with pytest.raises(RouteTableError, match="twice"):
         check_table([*ROUTES, ROUTES[0]])
     with pytest.raises(RouteTableError, match="variable"):
-        check_table([*ROUTES, Route("POST", "/runs/{id}/cancel", "cancelRun", "operate", "x")])
+        check_table([*ROUTES, Route("POST", "/runs/{id}/stop", "stopRun", "operate", "x")])
     with pytest.raises(KeyError, match=r"routes\.py"):
         by_operation("noSuchOperation")
 

@@ -393,9 +393,18 @@ def test_success_emits_the_outlets_with_the_runs_source_and_partition_key() -> N
     assert {e.partition_key for e in change.emitted} == {"2026-11-21"}
     assert [e.sort_key for e in change.emitted] == sorted(e.sort_key for e in change.emitted)
     assert evaluator.released == []  # no max_active_runs: nothing waits for a slot
+    eu = {"name": "s3://lake/regions/eu", "uri": "s3://lake/regions/eu", "group": "asset", "extra": {}}
     assert evaluator.bus.published == [
-        ("AssetAliasCreated", {"alias": BY_REGION.name, "uri": "s3://lake/regions/eu", "run_id": run.run_id}),
-        ("AssetAliasCreated", {"alias": AUDIT.name, "uri": "s3://lake/regions/eu", "run_id": run.run_id}),
+        (
+            "AssetAliasResolved",
+            {
+                "kind": "asset_alias_resolved",
+                "asset_alias": {"name": alias.name, "group": alias.group},
+                "asset": eu,
+                "run_id": run.run_id,
+            },
+        )
+        for alias in (BY_REGION, AUDIT)
     ]
 
 
@@ -704,6 +713,13 @@ def test_the_job_side_helper_reads_the_context_the_launcher_writes() -> None:
     ctx = RunContext(json.loads(json.dumps(doc)), args=["--day", "x"])
 
     assert (ctx.run_id, ctx.pipeline, ctx.partition_key) == (run.run_id, ETL.id, "k")
+    assert (ctx.triggered_by, ctx.conf, ctx.replay_of) == ("assets", None, None)
+    replayed = replace(run, triggered_by="replay", conf={"full_refresh": True}, replay_of="run-0")
+    doc = run_context_document(
+        replayed, ETL, metadata_uri="s3://b/o.json", events_table={"name": "t"}, path_map=None
+    )
+    again = RunContext(json.loads(json.dumps(doc)))
+    assert (again.triggered_by, again.conf, again.replay_of) == ("replay", {"full_refresh": True}, "run-0")
     assert [e.id for e in ctx.triggering_asset_events[RAW.uri]] == ["e001", "e003", "e002"]
     assert ctx.path("s3://lake/clean/orders") == "/tmp/lake/clean/orders"
     ctx.outlet_events[CLEAN.uri].extra = {"rows": 3}

@@ -47,3 +47,73 @@ def test_ticks_each_cron_time_once_from_the_start_and_retries_a_failed_one() -> 
     assert [e["scheduled_time"][:16] for e in received] == ["2026-11-21T10:15", "2026-11-21T10:30"]
     assert {e["pipeline"] for e in received} == {"p"}
     assert ticker.tick_once() == 0
+
+
+def test_every_schedule_with_a_time_part_ticks_and_manual_or_asset_only_ones_never_do() -> None:
+    from assetflow import AssetAndTimeSchedule, Catalog, CronPartitionTimetable, Pipeline, SparkJob
+    from assetflow_dev.ticker import time_schedules
+
+    a = Asset("s3://b/a")
+    job = SparkJob("spark_jobs/job.py")
+    catalog = Catalog.build(
+        [
+            Pipeline("manual", schedule=None, job=job),
+            Pipeline("assets", schedule=a, job=job),
+            Pipeline("cron", schedule="*/15 * * * *", job=job),
+            Pipeline("preset", schedule="@hourly", job=job),
+            Pipeline("delta", schedule=timedelta(minutes=30), job=job),
+            Pipeline("either", schedule=AssetOrTimeSchedule("*/15 * * * *", a), job=job),
+            Pipeline("both", schedule=AssetAndTimeSchedule("*/15 * * * *", a), job=job),
+            Pipeline(
+                "partitions", schedule=CronPartitionTimetable("0 * * * *", key_format="%Y-%m-%dT%H"), job=job
+            ),
+        ]
+    )
+    schedules = time_schedules(catalog)
+    assert sorted(schedules) == ["both", "cron", "delta", "either", "partitions", "preset"]
+
+    clock = Clock(datetime(2026, 11, 21, 10, 7, tzinfo=UTC))
+    received: list[dict[str, Any]] = []
+    ticker = ScheduleTicker(schedules, received.append, clock=clock)
+    ticker.start()
+    ticker.stop()
+    clock.now = datetime(2026, 11, 21, 11, 0, tzinfo=UTC)
+    ticker.tick_once()
+    by_pipeline: dict[str, list[str]] = {}
+    for event in received:
+        by_pipeline.setdefault(event["pipeline"], []).append(event["scheduled_time"][11:16])
+    assert by_pipeline == {
+        "cron": ["10:15", "10:30", "10:45", "11:00"],
+        "preset": ["11:00"],
+        "delta": ["10:30", "11:00"],
+        "either": ["10:15", "10:30", "10:45", "11:00"],
+        "both": ["10:15", "10:30", "10:45", "11:00"],
+        "partitions": ["11:00"],
+    }
+
+
+def test_wake_ups_fire_once_at_their_time_and_a_failing_one_is_retried() -> None:
+    clock = Clock(datetime(2026, 11, 21, 10, 0, tzinfo=UTC))
+    received: list[dict[str, Any]] = []
+    failures = [1]
+
+    def handler(event: dict[str, Any]) -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise RuntimeError("throttled")
+        received.append(event)
+
+    ticker = ScheduleTicker({}, handler, clock=clock)
+    at = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
+    ticker.wake_at("p", "", at)
+    ticker.wake_at("p", "", at)  # the same wake-up asked twice is kept once
+    ticker.wake_at("p", "2026-11-21", at + timedelta(minutes=1))
+    assert ticker.tick_once() == 0
+    clock.now = at
+    assert ticker.tick_once() == 0  # failed: kept for the next pass
+    assert ticker.tick_once() == 1
+    assert received == [{"pipeline": "p", "queue_key": "", "wake_at": "2026-11-21T10:05:00.000000Z"}]
+    clock.now = at + timedelta(minutes=2)
+    assert ticker.tick_once() == 1
+    assert received[-1]["queue_key"] == "2026-11-21"
+    assert ticker.pending_wakes() == []

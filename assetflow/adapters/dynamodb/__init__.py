@@ -6,6 +6,7 @@ keys and access patterns.
 
 from __future__ import annotations
 
+from assetflow.adapters.dynamodb.control import DynamoDbPipelineStore
 from assetflow.adapters.dynamodb.events import DynamoDbEventStore
 from assetflow.adapters.dynamodb.quarantine import DynamoDbQuarantineStore
 from assetflow.adapters.dynamodb.queues import DynamoDbQueueStore
@@ -20,7 +21,9 @@ from assetflow.adapters.dynamodb.table import (
 )
 
 
-class DynamoDbStore(DynamoDbEventStore, DynamoDbQueueStore, DynamoDbRunStore, DynamoDbQuarantineStore):
+class DynamoDbStore(
+    DynamoDbEventStore, DynamoDbQueueStore, DynamoDbPipelineStore, DynamoDbRunStore, DynamoDbQuarantineStore
+):
     """Reads and writes every record of assetflow in one DynamoDB table (the ``Store`` port)."""
 
 
@@ -28,6 +31,7 @@ __all__ = [
     "DEDUPE_TTL",
     "INDEXES",
     "DynamoDbEventStore",
+    "DynamoDbPipelineStore",
     "DynamoDbQuarantineStore",
     "DynamoDbQueueStore",
     "DynamoDbRunStore",

@@ -72,6 +72,7 @@ class DynamoDbQueueStore(DynamoDbTable):
             answers[(pipeline, key)] = QueueSnapshot(
                 head=self._head(pipeline, key, plain_item(head) if head else {}),
                 active_runs=int(plain_item(active).get("active", 0)) if active else 0,
+                paused=bool(plain_item(active).get("paused", False)) if active else False,
                 seen=frozenset(i for i in event_ids if (partition, f"SEEN#{i}") in found),
             )
         return answers
@@ -283,13 +284,16 @@ class DynamoDbQueueStore(DynamoDbTable):
         return writes
 
     def _active_runs_write(self, pipeline: Pipeline, runs: int, *, held: bool = False) -> dict[str, Any]:
-        """Count ``runs`` more active runs, only while that stays within ``max_active_runs``.
+        """Count ``runs`` more active runs, only while that stays within ``max_active_runs`` and not paused.
 
         ``held``: the transition leaves runnable work queued because no slot was free. It then also requires
         that none has freed since (the count is still at ``max_active_runs - runs`` or more), or a run ending
         between the evaluator's read of the count and this write would leave that work queued with a free slot
         and nothing to release it (Airflow #56050): the transaction fails instead, and the evaluator decides
         again with the new count.
+
+        The pause flag lives on the same item; a pipeline without ``max_active_runs`` keeps no count (nothing
+        to release at a run's end), so its pause is the evaluator's read of the flag alone.
         """
         key = {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")}
         limit = pipeline.max_active_runs
@@ -302,11 +306,12 @@ class DynamoDbQueueStore(DynamoDbTable):
                     "ExpressionAttributeValues": {":floor": num_attr(limit or 0)},
                 }
             }
-        values: dict[str, Any] = {":k": num_attr(runs)}
+        values: dict[str, Any] = {":k": num_attr(runs), ":unpaused": {"BOOL": False}}
         update: dict[str, Any] = {
             "TableName": self.table,
             "Key": key,
             "UpdateExpression": "ADD active :k",
+            "ConditionExpression": "(attribute_not_exists(paused) OR paused = :unpaused)",
             "ExpressionAttributeValues": values,
         }
         if limit is not None:
@@ -315,7 +320,7 @@ class DynamoDbQueueStore(DynamoDbTable):
             # A missing count is 0; held, the count read must still be the count now (no slot freed meanwhile).
             compare = "=" if held else "<="
             missing = "attribute_not_exists(active) OR " if room == 0 or not held else ""
-            update["ConditionExpression"] = f"{missing}active {compare} :room"
+            update["ConditionExpression"] += f" AND ({missing}active {compare} :room)"
         return {"Update": update}
 
     def append_entries(

@@ -48,7 +48,8 @@ export function buildGraph(catalog) {
     const source = watcher.source || {};
     const where = source.queue || source.topic || source.stream || source.bucket || source.queue_arn || '';
     const id = add(`w:${name}`, { kind: 'watcher', key: name, label: name, sub: [source.type, where].filter(Boolean).join(': ') });
-    if (watcher.asset) edge(id, asset(watcher.asset));
+    // One watcher may feed several assets (the catalog lists them all in `assets`).
+    for (const uri of watcher.assets || (watcher.asset ? [watcher.asset] : [])) edge(id, asset(uri));
   }
   for (const id of Object.keys(catalog.pipelines || {}).sort()) {
     const pipeline = catalog.pipelines[id];

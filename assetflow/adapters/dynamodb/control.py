@@ -1,0 +1,437 @@
+"""The pipeline-control aggregate: the paused flag, runs held for a free slot, and history reads for backfills.
+
+Items (beside the queues' ``PIPELINE#<id>`` heads):
+
+- ``PIPELINE#<id>`` / ``#ACTIVE``: the active-run counter the evaluator keeps, and ``paused`` (with who and
+  when). Keeping the flag on the counter's item lets every transaction that counts a run also check the flag,
+  so a run can never start on a paused pipeline, whatever the race.
+- ``PIPELINE#<id>`` / ``HELD#<created_at>#<run_id>``: a run that waits for a slot (manual, replayed and
+  backfilled runs). The run item carries ``held`` (the marker's sort key) and no ``gsi3`` key, so the
+  submitter's retry sweep never sees it. Admission is one transaction: count it as active (on the same
+  conditions as the evaluator: a free slot, not paused), give it its ``gsi3`` key, delete the marker.
+- ``TRIGGER#<run_id>`` / ``E#<timestamp>#<event id>``: the triggering events of a run too large to carry them
+  inline (a long backfill window); the run's ``trigger`` references them as a batch run references its queue
+  generation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, run_put
+from assetflow.adapters.dynamodb.table import generation_prefix, num_attr, plain_item, queue_pk, str_attr
+from assetflow.core.entries import QueueEntry
+from assetflow.core.errors import ConflictError, NotFoundError
+from assetflow.core.events import AssetEvent, Run, RunState, format_timestamp, parse_timestamp
+from assetflow.core.pipeline import Pipeline
+from assetflow.ports import PipelineGate
+
+#: Triggering events kept inline on the run item up to this size of JSON (DynamoDB's items stop at 400 KB).
+MAX_INLINE_TRIGGER_BYTES = 200_000
+_BATCH_WRITE = 25
+
+
+def paused_condition() -> str:
+    """The condition, on a pipeline's ``#ACTIVE`` item, that it is not paused (``:unpaused`` is false)."""
+    return "(attribute_not_exists(paused) OR paused = :unpaused)"
+
+
+def active_key(pipeline: str) -> dict[str, Any]:
+    """The key of a pipeline's ``#ACTIVE`` item (its active-run counter and paused flag)."""
+    return {"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr("#ACTIVE")}
+
+
+class DynamoDbPipelineStore(DynamoDbRunStore):
+    """Pause flags, held runs and the reads of operator actions (the ``PipelineStore`` port)."""
+
+    # ---- pause -------------------------------------------------------------------------------------
+
+    def pipeline_gate(self, pipeline: str) -> PipelineGate:
+        """The pipeline's active runs and paused flag (one consistent read)."""
+        item = self._get(f"PIPELINE#{pipeline}", "#ACTIVE") or {}
+        return PipelineGate(active=int(item.get("active", 0)), paused=bool(item.get("paused", False)))
+
+    def set_paused(self, pipeline: str, paused: bool, *, now: datetime, principal: str) -> bool:
+        """Pause or unpause a pipeline; True when that changed the flag (False: it already was)."""
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table,
+                Key=active_key(pipeline),
+                UpdateExpression="SET paused = :p, paused_changed_at = :t, paused_changed_by = :who",
+                ConditionExpression=(
+                    "attribute_not_exists(paused) OR paused = :was" if paused else "paused = :was"
+                ),
+                ExpressionAttributeValues={
+                    ":p": {"BOOL": paused},
+                    ":was": {"BOOL": not paused},
+                    ":t": str_attr(format_timestamp(now)),
+                    ":who": str_attr(principal),
+                },
+            )
+        except ConflictError:
+            return False
+        return True
+
+    # ---- held runs ---------------------------------------------------------------------------------
+
+    def hold_run(self, run: Run, *, trigger_from: str | None = None) -> tuple[Run, bool]:
+        """Create a queued run held for a slot; once per run id (a repeat returns the stored run).
+
+        ``trigger_from``: a run whose stored triggering events this one shares (a replay); its events are
+        then referenced, never copied, however many they are.
+
+        Raises:
+            NotFoundError: ``trigger_from`` names no run.
+            ConflictError: the run id exists with another pipeline.
+        """
+        # Counted: its admission adds it to the pipeline's active runs, so its end takes it off again.
+        item = run_put(self.table, run, {}, counted=True)["Item"]
+        if trigger_from is not None:
+            original = self._get(f"RUN#{trigger_from}", "#RUN")
+            if original is None:
+                raise NotFoundError(f"no run {trigger_from!r}")
+            item["trigger"] = str_attr(str(original["trigger"]))
+        else:
+            item["trigger"] = str_attr(self._trigger_of(run))
+        marker = f"HELD#{format_timestamp(run.created_at)}#{run.run_id}"
+        for index in ("gsi3pk", "gsi3sk"):
+            item.pop(index, None)
+        item["held"] = str_attr(marker)
+        writes = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": str_attr(f"PIPELINE#{run.pipeline}"),
+                        "sk": str_attr(marker),
+                        "run_id": str_attr(run.run_id),
+                    },
+                }
+            },
+        ]
+        try:
+            self._call("transact_write_items", TransactItems=writes)
+        except ConflictError:
+            existing = self._get(f"RUN#{run.run_id}", "#RUN")
+            if existing is None:
+                raise  # a lost race, not a repeat: the caller retries
+            stored = self.get_run(run.run_id)
+            if stored.pipeline != run.pipeline:
+                raise ConflictError(f"run id {run.run_id} belongs to pipeline {stored.pipeline!r}") from None
+            return stored, False
+        return self.get_run(run.run_id), True
+
+    def _trigger_of(self, run: Run) -> str:
+        """The run's ``trigger`` attribute: its events inline, or (too many) written apart and referenced."""
+        inline = {
+            uri: [e.to_json() for e in events] for uri, events in sorted(run.triggering_asset_events.items())
+        }
+        text = json.dumps({"inline": inline}, sort_keys=True)
+        if len(text.encode()) <= MAX_INLINE_TRIGGER_BYTES:
+            return text
+        partition = f"TRIGGER#{run.run_id}"
+        items = [
+            {
+                "pk": str_attr(partition),
+                "sk": str_attr(f"E#{format_timestamp(e.timestamp)}#{e.id}"),
+                "event": str_attr(json.dumps(e.to_json(), sort_keys=True)),
+            }
+            for e in run.triggering_events
+        ]
+        for start in range(0, len(items), _BATCH_WRITE):
+            request = {self.table: [{"PutRequest": {"Item": i}} for i in items[start : start + _BATCH_WRITE]]}
+            while request:
+                answer = self._call("batch_write_item", RequestItems=request)
+                request = answer.get("UnprocessedItems") or {}
+        return json.dumps({"queue": partition, "prefix": "E#"}, sort_keys=True)
+
+    def held_runs(self, pipeline: str) -> list[str]:
+        """The ids of the runs held for a slot, oldest first (the order they are admitted in)."""
+        return [str(i["run_id"]["S"]) for i in self._held_markers(pipeline)]
+
+    def _held_markers(self, pipeline: str) -> list[dict[str, Any]]:
+        return list(
+            self._query(
+                KeyConditionExpression="pk = :p AND begins_with(sk, :h)",
+                ExpressionAttributeValues={":p": str_attr(f"PIPELINE#{pipeline}"), ":h": str_attr("HELD#")},
+                ConsistentRead=True,
+            )
+        )
+
+    def is_held(self, run_id: str) -> bool:
+        """Whether the run waits for a slot (created, not yet counted as active)."""
+        item = self._get(f"RUN#{run_id}", "#RUN")
+        return item is not None and "held" in item
+
+    def admit_held(self, pipeline: Pipeline, *, limit: int = 25) -> list[Run]:
+        """Count held runs as active, oldest first, while a slot is free and the pipeline is not paused.
+
+        Raises:
+            ConflictError: a lost race with another writer of the counter or the run; retry.
+        """
+        admitted: list[Run] = []
+        for marker in self._held_markers(pipeline.id):
+            if len(admitted) >= limit:
+                break
+            run_id = marker["run_id"]["S"]
+            try:
+                self._admit(pipeline, run_id, marker["sk"]["S"])
+            except ConflictError:
+                gate = self.pipeline_gate(pipeline.id)
+                full = pipeline.max_active_runs is not None and gate.active >= pipeline.max_active_runs
+                if gate.paused or full:
+                    break
+                if self.is_held(run_id):
+                    raise  # a lost race on the counter: the caller retries
+                self._drop_marker(pipeline.id, marker["sk"]["S"])  # admitted or cancelled by another writer
+                continue
+            admitted.append(self.get_run(run_id))
+        return admitted
+
+    def _admit(self, pipeline: Pipeline, run_id: str, marker: str) -> None:
+        values: dict[str, Any] = {":one": num_attr(1), ":unpaused": {"BOOL": False}}
+        condition = paused_condition()
+        if pipeline.max_active_runs is not None:
+            condition += " AND (attribute_not_exists(active) OR active < :limit)"
+            values[":limit"] = num_attr(pipeline.max_active_runs)
+        created = marker.removeprefix("HELD#")
+        self._call(
+            "transact_write_items",
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": active_key(pipeline.id),
+                        "UpdateExpression": "ADD active :one",
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeValues": values,
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
+                        "UpdateExpression": "SET gsi3pk = :u, gsi3sk = :c REMOVE held",
+                        "ConditionExpression": "attribute_exists(held) AND #s = :queued",
+                        "ExpressionAttributeNames": {"#s": "state"},
+                        "ExpressionAttributeValues": {
+                            ":u": str_attr(f"UNSUBMITTED#{pipeline.id}"),
+                            ":c": str_attr(created),
+                            ":queued": str_attr(RunState.QUEUED.value),
+                        },
+                    }
+                },
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr(marker)},
+                    }
+                },
+            ],
+        )
+
+    def _drop_marker(self, pipeline: str, marker: str) -> None:
+        self._call(
+            "delete_item",
+            TableName=self.table,
+            Key={"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(marker)},
+        )
+
+    def cancel_held(self, run_id: str) -> Run | None:
+        """Cancel a held run (it never counted as active); None when it is no longer held."""
+        item = self._get(f"RUN#{run_id}", "#RUN")
+        if item is None or "held" not in item:
+            return None
+        try:
+            self._call(
+                "transact_write_items",
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
+                            "UpdateExpression": "SET #s = :cancelled REMOVE held",
+                            "ConditionExpression": "attribute_exists(held) AND #s = :queued",
+                            "ExpressionAttributeNames": {"#s": "state"},
+                            "ExpressionAttributeValues": {
+                                ":cancelled": str_attr(RunState.CANCELLED.value),
+                                ":queued": str_attr(RunState.QUEUED.value),
+                            },
+                        }
+                    },
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": {
+                                "pk": str_attr(f"PIPELINE#{item['pipeline']}"),
+                                "sk": str_attr(str(item["held"])),
+                            },
+                        }
+                    },
+                ],
+            )
+        except ConflictError:
+            return None
+        return self.get_run(run_id)
+
+    # ---- reads and repairs of operator actions -----------------------------------------------------
+
+    def events_between(self, uri: str, start: datetime, end: datetime) -> list[AssetEvent]:
+        """An asset's events with ``start <= timestamp < end``, in (timestamp, id) order."""
+        # Sort keys are EVENT#<timestamp>#<id>: "EVENT#<end>" sorts before every event at exactly <end>.
+        return [
+            AssetEvent.from_json(json.loads(i["event"]["S"]))
+            for i in self._query(
+                KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+                ExpressionAttributeValues={
+                    ":p": str_attr(f"ASSET#{uri}"),
+                    ":a": str_attr(f"EVENT#{format_timestamp(start)}"),
+                    ":b": str_attr(f"EVENT#{format_timestamp(end)}"),
+                },
+            )
+        ]
+
+    def assets_after(self, after: str | None, *, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored assets with URIs after ``after`` (all with None), by URI."""
+        values: dict[str, Any] = {":p": str_attr("ASSETS")}
+        condition = "gsi1pk = :p"
+        if after is not None:
+            condition += " AND gsi1sk > :a"
+            values[":a"] = str_attr(after)
+        rows: list[dict[str, Any]] = []
+        for raw in self._query(
+            "gsi1", KeyConditionExpression=condition, ExpressionAttributeValues=values, Limit=limit
+        ):
+            item = plain_item(raw)
+            rows.append(
+                {
+                    "uri": item["uri"],
+                    "name": item.get("asset_name", item["uri"]),
+                    "created_at": item.get("created_at"),
+                    "last_event_at": item.get("last_event_at") or None,
+                    "event_count": int(item.get("event_count", 0)),
+                }
+            )
+            if len(rows) >= limit:
+                break
+        return rows
+
+    def decision_entries(
+        self, pipeline: str, key: str, generation: int, *, aliases: bool = True, wheres: bool = True
+    ) -> tuple[QueueEntry, ...]:
+        """A queue generation's entries with what a decision reads of them, and no extras.
+
+        Explain judges entries by their selector keys (asset, aliases, where-keys decided at routing), kinds
+        and (timestamp, id): the extras and sources are never read again, so they are not parsed. ``aliases``
+        and ``wheres`` False leave those attributes unread (a condition without aliases or where-nodes).
+        """
+        projection = ", ".join(["#e", *(["aliases"] if aliases else []), *(["wheres"] if wheres else [])])
+        entries = []
+        for item in self._query(
+            KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
+            ExpressionAttributeValues={
+                ":p": str_attr(queue_pk(pipeline, key)),
+                ":g": str_attr(generation_prefix(generation)),
+            },
+            ProjectionExpression=projection,
+            ExpressionAttributeNames={"#e": "event"},
+            ConsistentRead=True,
+        ):
+            doc = json.loads(item["event"]["S"])
+            source = doc.get("source") or {}
+            event = AssetEvent(
+                asset=doc["asset"],
+                id=doc["id"],
+                timestamp=parse_timestamp(doc["timestamp"]),
+                source={"type": source["type"]} if "type" in source else {},
+                partition_key=doc.get("partition_key"),
+            )
+            counted_for = tuple(a["S"] for a in item.get("aliases", {}).get("L", []))
+            matched = tuple(w["S"] for w in item.get("wheres", {}).get("L", []))
+            entries.append(QueueEntry(event, counted_for, matched))
+        return tuple(entries)
+
+    def declare_asset(self, uri: str, *, name: str, now: datetime) -> bool:
+        """Register a declared asset as its first event would (``#META``, no events); True when this call did."""
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item={
+                    "pk": str_attr(f"ASSET#{uri}"),
+                    "sk": str_attr("#META"),
+                    "uri": str_attr(uri),
+                    "asset_name": str_attr(name),
+                    "created_at": str_attr(format_timestamp(now)),
+                    "last_event_at": str_attr(""),
+                    "event_count": num_attr(0),
+                    "gsi1pk": str_attr("ASSETS"),
+                    "gsi1sk": str_attr(uri),
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def declare_alias(self, name: str, *, now: datetime) -> bool:
+        """Register a declared alias (``ALIASMETA#<name>``); True when this call did."""
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item={
+                    "pk": str_attr(f"ALIASMETA#{name}"),
+                    "sk": str_attr("#META"),
+                    "created_at": str_attr(format_timestamp(now)),
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def catalog_announced(self, digest: str) -> bool:
+        """Whether a catalog with this digest was announced (``CATALOG#<digest>``)."""
+        return self._get(f"CATALOG#{digest}", "#ANNOUNCED") is not None
+
+    def mark_catalog_announced(self, digest: str, *, now: datetime) -> None:
+        """Remember that a catalog with this digest was announced."""
+        self._call(
+            "put_item",
+            TableName=self.table,
+            Item={
+                "pk": str_attr(f"CATALOG#{digest}"),
+                "sk": str_attr("#ANNOUNCED"),
+                "at": str_attr(format_timestamp(now)),
+            },
+        )
+
+    def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
+        """Delete a queue's seen markers of these events, so that it takes them again."""
+        partition = queue_pk(pipeline, key)
+        ids = list(dict.fromkeys(event_ids))
+        for start in range(0, len(ids), _BATCH_WRITE):
+            request = {
+                self.table: [
+                    {"DeleteRequest": {"Key": {"pk": str_attr(partition), "sk": str_attr(f"SEEN#{i}")}}}
+                    for i in ids[start : start + _BATCH_WRITE]
+                ]
+            }
+            while request:
+                answer = self._call("batch_write_item", RequestItems=request)
+                request = answer.get("UnprocessedItems") or {}
+
+
+__all__ = ["MAX_INLINE_TRIGGER_BYTES", "DynamoDbPipelineStore", "active_key", "paused_condition"]

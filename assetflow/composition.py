@@ -288,21 +288,27 @@ class Dependencies:
         """The digest of the shipped catalog document (a new deployment of other definitions changes it)."""
         return hashlib.sha256(Path(self.settings.catalog_path).read_bytes()).hexdigest()[:32]
 
-    def announce_catalog(self) -> None:
-        """Announce the catalog once per digest (new assets and aliases to listeners); never fails the caller."""
+    @cached_property
+    def catalog_announced(self) -> bool:
+        """Announce the catalog once per digest (new assets and aliases to listeners); never fails the caller.
+
+        The evaluator function does, at its first batch in a container: it is the one that owns the assets' and
+        aliases' records (the other functions' grants do not reach them). False when it could not this time.
+        """
         from assetflow.usecases.announce import announce_once
 
         try:
             announce_once(self.store, self.bus, self.catalog, digest=self.catalog_digest, now=utc_now())
         except Exception:  # listeners are best effort; the next cold start tries again
             logging.getLogger(__name__).warning("catalog not announced", exc_info=True)
+            return False
+        return True
 
     @cached_property
     def evaluator(self) -> Evaluator:
-        """The evaluator over the store, the launcher and the bus (the first one of a catalog announces it)."""
+        """The evaluator over the store, the launcher and the bus."""
         from assetflow.usecases.evaluate import Evaluator
 
-        self.announce_catalog()
         return Evaluator(
             catalog=self.catalog,
             store=self.store,

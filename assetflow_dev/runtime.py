@@ -465,6 +465,7 @@ class LocalRuntime:
             "operations",
             "extras",
             "reconciler",
+            "catalog_announced",  # the local evaluator announces the catalog at start
         ):
             getattr(deps, part, None)
 

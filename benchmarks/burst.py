@@ -153,8 +153,8 @@ def counted_runtime(options: Any, counter: RequestCounter) -> Any:
             made = super().client(service)
             return counter.attach(made) if service in COUNTED_SERVICES else made
 
-        def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Any:
-            deps = super()._dependencies(watcher=watcher, launcher=launcher)
+        def _dependencies(self, **kwargs: Any) -> Any:
+            deps = super()._dependencies(**kwargs)
             build = deps.client
             deps.client = lambda service: counter.attach(build(service))
             return deps

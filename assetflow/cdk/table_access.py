@@ -24,7 +24,14 @@ if TYPE_CHECKING:  # the profiles are read by tests without the CDK
     from aws_cdk import aws_iam as iam
 
 READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
-WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
+#: BatchWriteItem: unconditional puts of many items at once (a run's job-run lookup item). IAM has no separate
+#: action for its deletes; the partitions it may touch are still bounded by dynamodb:LeadingKeys.
+WRITE_ACTIONS = (
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:BatchWriteItem",
+)
 DELETE_ACTIONS = ("dynamodb:DeleteItem",)
 INDEX_ACTIONS = ("dynamodb:Query",)
 KEY_READ = ("kms:Decrypt", "kms:DescribeKey")
@@ -112,8 +119,12 @@ EVALUATE = TableAccess(
     deletes=("QUEUE#*",),
     indexes=("gsi3",),
 )
-#: Counting an event in its asset's summary and routing it through its aliases (the evaluator).
-ROUTE = TableAccess(reads=("ASSET#*",), writes=("ASSET#*",))
+#: Routing an event through its aliases, and announcing a new catalog once (its digest's marker, declared assets
+#: and aliases): the evaluator.
+ROUTE = TableAccess(
+    reads=("ASSET#*", "CATALOG#*"),
+    writes=("ASSET#*", "CATALOG#*", "ALIASMETA#*"),
+)
 #: Recording job states and emitting a successful run's outlets (run state, the sweep).
 RUN_STATES = EVALUATE | TableAccess(
     reads=("ASSET#*", "JOBRUN#*", "DEDUPE#outlet#*"),
@@ -140,14 +151,17 @@ def ingest(asset_uri: str, dedupe_prefixes: Sequence[str]) -> TableAccess:
     ``dedupe_prefixes`` are the identities' prefixes of the watcher's source (``sqs:<queue ARN>:`` or
     ``kafka:``); the quarantine's dedupe records have the same identities after ``quarantine#``.
     """
+    # Its asset's partition, and the write shards of a busy asset (``EVENTS#<n>#<uri>``).
+    events = (f"ASSET#{literal(asset_uri)}", f"EVENTS#*#{literal(asset_uri)}")
     dedupe = [f"DEDUPE#{literal(p)}*" for p in dedupe_prefixes]
     dedupe += [f"DEDUPE#quarantine#{literal(p)}*" for p in dedupe_prefixes]
     return TableAccess(
-        reads=(f"ASSET#{literal(asset_uri)}", *dedupe),
-        writes=(f"ASSET#{literal(asset_uri)}", "QUARANTINE", *dedupe),
-        # A message's outcome is a transaction of puts; a redelivery reads its dedupe record (or event) back.
-        read_actions=("dynamodb:GetItem",),
-        write_actions=("dynamodb:PutItem",),
+        reads=(*events, *dedupe),
+        writes=(*events, "QUARANTINE", *dedupe),
+        # A batch's outcomes are transactions of puts and the count of its asset's summary (an update); a
+        # redelivery reads its dedupe record (or event) back, and a batch which of its assets are new.
+        read_actions=("dynamodb:GetItem", "dynamodb:BatchGetItem"),
+        write_actions=("dynamodb:PutItem", "dynamodb:UpdateItem"),
     )
 
 

@@ -69,6 +69,7 @@ def lambda_handler(
             events.append((sequence, found))
     if events:
         began = time.perf_counter()
+        _ = resolved.catalog_announced  # the first batch of a container announces a new catalog
         try:
             result = resolved.evaluator.handle_batch([e for _, e in events])
         except Exception as exc:  # what every queue needed could not be read: the whole batch comes back

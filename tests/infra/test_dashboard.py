@@ -38,10 +38,11 @@ def test_the_dashboard_graphs_every_function_and_every_dead_letter_queue(env: Sy
     for function in env.stack.service.functions:
         assert env.logical_id(function.function) in body, function.node.path
     service = env.stack.service
+    # (the evaluator's failed batches go to the failures bucket, counted by its mapping's alarm)
     queues = [w.dlq for w in service.ingest.watchers if w.dlq] + [
-        service.evaluator.dlq,
         service.run_state.dlq,
         service.schedules.dlq,
+        service.reconciliation.failures,
     ]
     for queue in queues:
         assert env.logical_id(queue) in body, queue.node.path

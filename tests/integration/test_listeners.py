@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,8 +33,15 @@ class Bus:
     def __init__(self) -> None:
         self.published: list[tuple[str, dict[str, Any]]] = []
 
-    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
-        self.published.append((detail_type, detail))
+    def wants(self, detail_type: str) -> bool:
+        return True
+
+    def publish(self, detail_type: str, detail: Mapping[str, Any]) -> None:
+        self.published.append((detail_type, dict(detail)))
+
+    def publish_many(self, events: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        for detail_type, detail in events:
+            self.publish(detail_type, detail)
 
 
 class Launcher:

@@ -124,7 +124,9 @@ class FaultyRuntime(LocalRuntime):
         super().__init__(options)
         self.faults = faults
 
-    def _dependencies(self, *, watcher: str | None = None, launcher: Any = None) -> Dependencies:
+    def _dependencies(
+        self, *, watcher: str | None = None, launcher: Any = None, wakeups: Any = None
+    ) -> Dependencies:
         endpoints = {k: v for k, v in self.endpoints().items() if k not in ("kafka", "lambda")}
         return FaultyDependencies(
             self._settings(watcher),
@@ -132,6 +134,7 @@ class FaultyRuntime(LocalRuntime):
             launcher=launcher,
             endpoints=endpoints,
             config=LOCAL_CLIENT_CONFIG,
+            wakeups=wakeups,
             role=f"ingest-{watcher}" if watcher else "main",
             faults=self.faults,
         )
@@ -242,8 +245,8 @@ def at_home(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_an_evaluation_that_fails_its_retries_is_kept_whole_and_replayed_once(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given the evaluator's writes failing (throttled, every time) when an order arrives
-    world.faults.arm("main", "dynamodb", "put_item")
+    # Given the evaluator's transactions failing (throttled, every time) when an order arrives
+    world.faults.arm("main", "dynamodb", "transact_write_items")
     world.send_order(1)
     (event,) = eventually(lambda: world.events(ORDERS), what="the order's event (ingest is fine)")
 
@@ -275,7 +278,7 @@ def test_a_failure_record_without_its_records_is_read_back_from_the_stream(
 ) -> None:
     # Given a failed evaluation kept as an SQS destination keeps it: the batch's sequence numbers only
     before = len(world.runs("on_demand"))
-    world.faults.arm("main", "dynamodb", "put_item")
+    world.faults.arm("main", "dynamodb", "transact_write_items")
     world.emit("metadata-only-1")
     (key,) = eventually(world.failure_objects, what="the failed batch")
     bucket = world.dev["failures"]["bucket"]
@@ -485,7 +488,7 @@ def test_replay_against_a_deployed_environment_reads_the_stacks_outputs(
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     # ...and an evaluation that failed its retries
     before = len(world.runs("on_demand"))
-    world.faults.arm("main", "dynamodb", "put_item")
+    world.faults.arm("main", "dynamodb", "transact_write_items")
     world.emit("deployed-1")
     eventually(world.failure_objects, what="the failed batch")
     world.faults.disarm()

@@ -80,6 +80,16 @@ def requests_of(operation: str, params: dict[str, Any]) -> list[tuple[str, str |
             return [("dynamodb:Query", None, str(params["IndexName"]))]
         placeholder = params["KeyConditionExpression"].split("pk = ", 1)[1].split()[0]
         return [("dynamodb:Query", str(params["ExpressionAttributeValues"][placeholder]["S"]), None)]
+    if operation == "BatchWriteItem":
+        return [
+            (
+                "dynamodb:BatchWriteItem",
+                pk((r.get("PutRequest") or {}).get("Item") or r["DeleteRequest"]["Key"]),
+                None,
+            )
+            for requests in params["RequestItems"].values()
+            for r in requests
+        ]
     if operation == "TransactWriteItems":
         actions = {
             "Put": "PutItem",

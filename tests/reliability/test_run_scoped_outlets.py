@@ -27,7 +27,8 @@ from assetflow.core.events import AssetEvent
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.job_state import RunStates
 from assetflow_dev import LOCAL_ACCOUNT_ID, client
-from assetflow_job.contract import OUTLETS_ARGUMENT
+from assetflow_job.contract import CONTEXT_ARGUMENT, OUTLETS_ARGUMENT
+from assetflow_job.storage import read_bytes
 
 pytestmark = pytest.mark.integration
 
@@ -94,10 +95,9 @@ def test_a_job_cannot_write_another_runs_outlet_metadata(world: World) -> None:
     victim_args = world.arguments(victim["run_id"])
     secret = victim_args[victim_args.index(OUTLETS_ARGUMENT) + 1]
 
-    # The victim's secret place is in its own arguments only: not in its context, not another run's
-    context = world.s3.get_object(Bucket=world.bucket, Key=f"runs/etl/{victim['run_id']}/context.json")[
-        "Body"
-    ].read()
+    # The victim's secret place is in its own arguments only: not in its context (inline in the arguments when
+    # small, else in S3, where every job can read it), not another run's
+    context = read_bytes(victim_args[victim_args.index(CONTEXT_ARGUMENT) + 1], s3_client=world.s3)
     token = secret.split("/")[-2]
     assert token not in context.decode()
     assert token not in " ".join(world.arguments(attacker["run_id"]))

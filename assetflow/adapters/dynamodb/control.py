@@ -21,8 +21,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from assetflow.adapters.dynamodb.keys import sort_key
 from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, run_put
-from assetflow.adapters.dynamodb.table import generation_prefix, num_attr, plain_item, queue_pk, str_attr
+from assetflow.adapters.dynamodb.table import (
+    asset_pk,
+    generation_prefix,
+    num_attr,
+    queue_pk,
+    str_attr,
+)
 from assetflow.core.entries import QueueEntry
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run, RunState, format_timestamp, parse_timestamp
@@ -287,46 +294,6 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
 
     # ---- reads and repairs of operator actions -----------------------------------------------------
 
-    def events_between(self, uri: str, start: datetime, end: datetime) -> list[AssetEvent]:
-        """An asset's events with ``start <= timestamp < end``, in (timestamp, id) order."""
-        # Sort keys are EVENT#<timestamp>#<id>: "EVENT#<end>" sorts before every event at exactly <end>.
-        return [
-            AssetEvent.from_json(json.loads(i["event"]["S"]))
-            for i in self._query(
-                KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
-                ExpressionAttributeValues={
-                    ":p": str_attr(f"ASSET#{uri}"),
-                    ":a": str_attr(f"EVENT#{format_timestamp(start)}"),
-                    ":b": str_attr(f"EVENT#{format_timestamp(end)}"),
-                },
-            )
-        ]
-
-    def assets_after(self, after: str | None, *, limit: int) -> list[dict[str, Any]]:
-        """Up to ``limit`` stored assets with URIs after ``after`` (all with None), by URI."""
-        values: dict[str, Any] = {":p": str_attr("ASSETS")}
-        condition = "gsi1pk = :p"
-        if after is not None:
-            condition += " AND gsi1sk > :a"
-            values[":a"] = str_attr(after)
-        rows: list[dict[str, Any]] = []
-        for raw in self._query(
-            "gsi1", KeyConditionExpression=condition, ExpressionAttributeValues=values, Limit=limit
-        ):
-            item = plain_item(raw)
-            rows.append(
-                {
-                    "uri": item["uri"],
-                    "name": item.get("asset_name", item["uri"]),
-                    "created_at": item.get("created_at"),
-                    "last_event_at": item.get("last_event_at") or None,
-                    "event_count": int(item.get("event_count", 0)),
-                }
-            )
-            if len(rows) >= limit:
-                break
-        return rows
-
     def decision_entries(
         self, pipeline: str, key: str, generation: int, *, aliases: bool = True, wheres: bool = True
     ) -> tuple[QueueEntry, ...]:
@@ -369,15 +336,17 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 "put_item",
                 TableName=self.table,
                 Item={
-                    "pk": str_attr(f"ASSET#{uri}"),
+                    "pk": str_attr(asset_pk(uri)),
                     "sk": str_attr("#META"),
                     "uri": str_attr(uri),
                     "asset_name": str_attr(name),
                     "created_at": str_attr(format_timestamp(now)),
                     "last_event_at": str_attr(""),
                     "event_count": num_attr(0),
+                    # Created now, by its declaration: its first event does not create it again (new_assets).
+                    "first_event_id": str_attr(""),
                     "gsi1pk": str_attr("ASSETS"),
-                    "gsi1sk": str_attr(uri),
+                    "gsi1sk": str_attr(sort_key("", uri)),
                 },
                 ConditionExpression="attribute_not_exists(pk)",
             )

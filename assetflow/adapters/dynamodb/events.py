@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,8 @@ class DynamoDbEventStore(DynamoDbTable):
         super().__init__(*args, **kwargs)
         # Assets known to exist (their summary is written): they never stop existing.
         self._known_assets: set[str] = set()
+        # Assets whose first event new_assets has read (this process writing their events tells it nothing).
+        self._judged_assets: set[str] = set()
 
     # ---- writing events ----------------------------------------------------------------------------------
 
@@ -360,7 +363,7 @@ class DynamoDbEventStore(DynamoDbTable):
     def new_assets(self, events: Sequence[AssetEvent]) -> set[str]:
         """The assets whose first stored event is among ``events`` (one batched read of unknown assets)."""
         ids = {e.id for e in events}
-        unknown = sorted({e.asset for e in events} - self._known_assets)
+        unknown = sorted({e.asset for e in events} - self._judged_assets)
         if not unknown:
             return set()
         found = self._batch_get([{"pk": str_attr(asset_pk(u)), "sk": str_attr("#META")} for u in unknown])
@@ -370,6 +373,7 @@ class DynamoDbEventStore(DynamoDbTable):
             if item is None:
                 continue  # an event written before summaries were kept with the events themselves
             self._known_assets.add(uri)
+            self._judged_assets.add(uri)
             if item.get("first_event_id", {}).get("S") in ids:
                 created.add(uri)
         return created
@@ -390,6 +394,27 @@ class DynamoDbEventStore(DynamoDbTable):
             KeyConditionExpression="gsi1pk = :p",
             ExpressionAttributeValues={":p": str_attr("ASSETS")},
         )
+        return Page(self._asset_rows(keys), nxt)
+
+    def assets_after(self, after: str | None, *, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored assets with URIs after ``after`` (all with None), by URI."""
+        values: dict[str, Any] = {":p": str_attr("ASSETS")}
+        condition = "gsi1pk = :p"
+        if after is not None:
+            condition += " AND gsi1sk > :a"
+            values[":a"] = str_attr(sort_key("", after))
+        keys = list(
+            itertools.islice(
+                self._query(
+                    "gsi1", KeyConditionExpression=condition, ExpressionAttributeValues=values, Limit=limit
+                ),
+                limit,
+            )
+        )
+        return self._asset_rows(keys)
+
+    def _asset_rows(self, keys: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The listing rows of the assets index's entries (keys only: each summary read by its key)."""
         rows = []
         for raw in self._items_by_keys(keys):
             item = plain_item(raw)
@@ -402,7 +427,7 @@ class DynamoDbEventStore(DynamoDbTable):
                     "event_count": int(item.get("event_count", 0)),
                 }
             )
-        return Page(rows, nxt)
+        return rows
 
     def _last_event_at(self, uri: str) -> str | None:
         newest: str | None = None
@@ -471,6 +496,22 @@ class DynamoDbEventStore(DynamoDbTable):
         page, more = merged[:limit], len(merged) > limit
         nxt = page_token({"sk": page[-1]["sk"]["S"]}) if more and page else None
         return Page([json.loads(i["event"]["S"]) for i in page], nxt)
+
+    def events_between(self, uri: str, start: datetime, end: datetime) -> list[AssetEvent]:
+        """An asset's events with ``start <= timestamp < end``, in (timestamp, id) order (its shards merged)."""
+        # Sort keys are EVENT#<timestamp>#<id>: "EVENT#<end>" sorts before every event at exactly <end>.
+        low, high = (str_attr(f"EVENT#{format_timestamp(moment)}") for moment in (start, end))
+        per_shard = [
+            list(
+                self._query(
+                    KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+                    ExpressionAttributeValues={":p": str_attr(event_pk(uri, shard)), ":a": low, ":b": high},
+                )
+            )
+            for shard in range(self.shards_of(uri))
+        ]
+        merged = heapq.merge(*per_shard, key=lambda i: str(i["sk"]["S"]))
+        return [AssetEvent.from_json(json.loads(i["event"]["S"])) for i in merged]
 
     def events_produced_by(self, run_id: str) -> list[dict[str, Any]]:
         """The events a run's outlets produced, oldest first."""

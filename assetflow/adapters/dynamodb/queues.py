@@ -197,6 +197,8 @@ class DynamoDbQueueStore(DynamoDbTable):
         held = t.blocked_by == "max_active_runs"
         if (t.runs and counted) or held:
             writes.append(self._active_runs_write(pipeline, len(t.runs), held=held))
+        elif t.runs:
+            writes.append(self._unpaused_check(pipeline))
         if len(writes) > TRANSACTION_MAX:
             raise TransitionTooLargeError(
                 f"a transition of {len(writes)} writes exceeds DynamoDB's {TRANSACTION_MAX}; "
@@ -283,6 +285,21 @@ class DynamoDbQueueStore(DynamoDbTable):
         ]
         return writes
 
+    def _unpaused_check(self, pipeline: Pipeline) -> dict[str, Any]:
+        """The pause flag, checked where a pipeline keeps no count.
+
+        An evaluator that read "not paused" just before an operator paused the pipeline starts nothing: the
+        transaction fails and it decides again.
+        """
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")},
+                "ConditionExpression": "attribute_not_exists(paused) OR paused = :unpaused",
+                "ExpressionAttributeValues": {":unpaused": {"BOOL": False}},
+            }
+        }
+
     def _active_runs_write(self, pipeline: Pipeline, runs: int, *, held: bool = False) -> dict[str, Any]:
         """Count ``runs`` more active runs, only while that stays within ``max_active_runs`` and not paused.
 
@@ -293,7 +310,7 @@ class DynamoDbQueueStore(DynamoDbTable):
         again with the new count.
 
         The pause flag lives on the same item; a pipeline without ``max_active_runs`` keeps no count (nothing
-        to release at a run's end), so its pause is the evaluator's read of the flag alone.
+        to release at a run's end) and only checks the flag (``_unpaused_check``).
         """
         key = {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")}
         limit = pipeline.max_active_runs

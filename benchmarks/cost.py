@@ -356,6 +356,10 @@ IDLE_FREE: Mapping[str, tuple[str, str]] = {
     ),
     "AWS::Lambda::LayerVersion": ("free", "the public Powertools layer; code storage only"),
     "AWS::SQS::QueuePolicy": ("free", "no charge"),
+    "AWS::Scheduler::ScheduleGroup": (
+        "free",
+        "no charge (holds the one-time wake-ups, billed per invocation when they fire)",
+    ),
     "AWS::S3::BucketPolicy": ("free", "no charge"),
     "AWS::CDK::Metadata": ("free", "no charge"),
     "AWS::ApiGatewayV2::Integration": ("free", "part of the API"),

@@ -24,14 +24,10 @@ if TYPE_CHECKING:  # the profiles are read by tests without the CDK
     from aws_cdk import aws_iam as iam
 
 READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
-#: BatchWriteItem: unconditional puts of many items at once (a run's job-run lookup item). IAM has no separate
-#: action for its deletes; the partitions it may touch are still bounded by dynamodb:LeadingKeys.
-WRITE_ACTIONS = (
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:ConditionCheckItem",
-    "dynamodb:BatchWriteItem",
-)
+WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
+#: Many puts or deletes in one request. IAM cannot tell its puts from its deletes, so it is granted apart, on
+#: the partitions a function may both write and delete in: job-run lookups and queue partitions.
+BATCH_WRITE_ACTIONS = ("dynamodb:BatchWriteItem",)
 DELETE_ACTIONS = ("dynamodb:DeleteItem",)
 INDEX_ACTIONS = ("dynamodb:Query",)
 KEY_READ = ("kms:Decrypt", "kms:DescribeKey")
@@ -49,6 +45,8 @@ class TableAccess:
     writes: tuple[str, ...] = ()
     deletes: tuple[str, ...] = ()
     indexes: tuple[str, ...] = field(default=())
+    #: Partitions written (or deleted in) with BatchWriteItem.
+    batch_writes: tuple[str, ...] = ()
     #: The read and write actions granted on those partitions (a function that only gets and puts gets no more).
     read_actions: tuple[str, ...] = READ_ACTIONS
     write_actions: tuple[str, ...] = WRITE_ACTIONS
@@ -61,6 +59,7 @@ class TableAccess:
             (self.read_actions, self.reads),
             (self.write_actions, self.writes),
             (DELETE_ACTIONS, self.deletes),
+            (BATCH_WRITE_ACTIONS, self.batch_writes),
         ):
             if action in actions and any(_like(partition, p) for p in patterns):
                 return True
@@ -75,6 +74,7 @@ class TableAccess:
             writes=union(self.writes, other.writes),
             deletes=union(self.deletes, other.deletes),
             indexes=union(self.indexes, other.indexes),
+            batch_writes=union(self.batch_writes, other.batch_writes),
             read_actions=union(self.read_actions, other.read_actions),
             write_actions=union(self.write_actions, other.write_actions),
         )
@@ -118,6 +118,8 @@ EVALUATE = TableAccess(
     # A batch=False run consumes its entry (and clearing a queue drops entries): queue entries only.
     deletes=("QUEUE#*",),
     indexes=("gsi3",),
+    # The job-run lookups of a batch's submitted runs, 25 a request.
+    batch_writes=("JOBRUN#*",),
 )
 #: Routing an event through its aliases, and announcing a new catalog once (its digest's marker, declared assets
 #: and aliases): the evaluator.
@@ -142,6 +144,8 @@ API = TableAccess(
     writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*", "DEDUPE#api#*"),
     deletes=("QUEUE#*",),
     indexes=("gsi1", "gsi2", "gsi3"),
+    # Requeueing a cancelled run's events drops the queue's seen markers, 25 a request.
+    batch_writes=("QUEUE#*",),
 )
 
 
@@ -184,6 +188,7 @@ def grant_table_access(
         (f"{sid}Reads", access.read_actions, access.reads),
         (f"{sid}Writes", access.write_actions, access.writes),
         (f"{sid}Deletes", DELETE_ACTIONS, access.deletes),
+        (f"{sid}BatchWrites", BATCH_WRITE_ACTIONS, access.batch_writes),
     ]
     for statement_id, actions, patterns in statements:
         if not patterns:

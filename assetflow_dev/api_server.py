@@ -144,18 +144,11 @@ class _Server(ThreadingHTTPServer):
         )
 
 
-class _RequestHandler(BaseHTTPRequestHandler):
-    """One connection: checks the token and the size, then builds the event and calls the function."""
+class ServeEveryMethod(BaseHTTPRequestHandler):
+    """A request handler whose GET, POST, PUT, PATCH and DELETE all go to ``_serve`` (the API's methods)."""
 
-    server: _Server
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out as two writes: with Nagle's algorithm the body waits for the client's delayed
-    # ACK of the headers, 40 ms on Linux, on every keep-alive request.
-    disable_nagle_algorithm = True
-    server_version = "assetflow-local"
-    sys_version = ""
-    #: Seconds an idle keep-alive connection (or a slow body) may hold a thread.
-    timeout = 30
+    def _serve(self) -> None:
+        raise NotImplementedError
 
     def do_GET(self) -> None:
         """Serve a GET."""
@@ -176,6 +169,20 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         """Serve a DELETE."""
         self._serve()
+
+
+class _RequestHandler(ServeEveryMethod):
+    """One connection: checks the token and the size, then builds the event and calls the function."""
+
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes: with Nagle's algorithm the body waits for the client's delayed
+    # ACK of the headers, 40 ms on Linux, on every keep-alive request.
+    disable_nagle_algorithm = True
+    server_version = "assetflow-local"
+    sys_version = ""
+    #: Seconds an idle keep-alive connection (or a slow body) may hold a thread.
+    timeout = 30
 
     def do_HEAD(self) -> None:
         """Serve a HEAD."""

@@ -21,12 +21,12 @@ import secrets
 import threading
 import urllib.parse
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from assetflow_dev.api_client import ApiClient, ApiClientError
-from assetflow_dev.api_server import UI_PATH, UI_STATIC
+from assetflow_dev.api_server import UI_PATH, UI_STATIC, ServeEveryMethod
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", proxy.requested_port), _Handler)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ServeEveryMethod):
     server: _Server
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are two writes (see api_server)
@@ -61,26 +61,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: requests are logged by the API."""
-
-    def do_GET(self) -> None:
-        """Serve a GET."""
-        self._serve()
-
-    def do_POST(self) -> None:
-        """Serve a POST."""
-        self._serve()
-
-    def do_DELETE(self) -> None:
-        """Serve a DELETE."""
-        self._serve()
-
-    def do_PUT(self) -> None:
-        """Serve a PUT."""
-        self._serve()
-
-    def do_PATCH(self) -> None:
-        """Serve a PATCH."""
-        self._serve()
 
     def _serve(self) -> None:
         proxy = self.server.proxy

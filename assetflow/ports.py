@@ -525,6 +525,8 @@ class JobRunStatus:
 
     state: str
     details: str = ""
+    #: When the job service last changed the state (EMR's ``updatedAt``); None when it does not say.
+    changed_at: datetime | None = None
 
 
 class JobRuns(Protocol):

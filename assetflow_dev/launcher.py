@@ -174,6 +174,8 @@ class _Job:
     details: str = ""
     #: Set by ``cancel``: the job is stopped, and its end is reported as CANCELLED.
     cancelled: bool = False
+    #: When the state last changed (GetJobRun's ``updatedAt``).
+    changed_at: datetime | None = None
 
 
 class _StateReports:
@@ -353,7 +355,9 @@ class _LauncherBase(Generic[_JobT]):
         with self._lock:
             job = self._by_job_run.get(job_run_id)
             if job is not None:
-                return JobRunStatus(state=job.state or "SUBMITTED", details=job.details)
+                return JobRunStatus(
+                    state=job.state or "SUBMITTED", details=job.details, changed_at=job.changed_at
+                )
         return self.emr.job_run_status(job_run_id)
 
     def stats(self) -> dict[str, int]:
@@ -412,6 +416,7 @@ class _LauncherBase(Generic[_JobT]):
                 return
             previous, job.state = job.state, state
             job.details = state_details
+            job.changed_at = datetime.now(UTC)
             job.seen.add(state)
             event = job_state_event(
                 application_id=self.emr.application_id,

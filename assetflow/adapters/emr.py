@@ -9,6 +9,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -403,7 +404,12 @@ class EmrServerlessLauncher:
             raise
         except BotoCoreError as exc:
             raise EmrUnavailableError(f"GetJobRun {job_run_id}: {exc}") from exc
-        return JobRunStatus(state=str(job.get("state", "")), details=str(job.get("stateDetails") or ""))
+        changed = job.get("updatedAt")
+        return JobRunStatus(
+            state=str(job.get("state", "")),
+            details=str(job.get("stateDetails") or ""),
+            changed_at=changed if isinstance(changed, datetime) and changed.tzinfo is not None else None,
+        )
 
     def _remember(self, run_id: str, job_run_id: str) -> None:
         with self._lock:  # runs of a batch are submitted from several threads

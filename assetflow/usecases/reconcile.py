@@ -4,8 +4,9 @@ Every other path is event-driven and gives up in the end (a retried invocation g
 destination, a refused submission leaves its run queued). The sweep compares the store with the job service and
 the queues with the conditions, and repairs, idempotently, what it finds:
 
-- a submitted run the store still has queued or running whose job run has ended (its state change was lost):
-  the job's final state is applied as EventBridge would have delivered it (outlets emitted on success);
+- a submitted run the store still has queued or running whose job run has ended (its state change was lost,
+  not merely on its way: ``state_change_grace`` after the job's last change): the job's final state is
+  applied as EventBridge would have delivered it (outlets emitted on success);
 - a run the job service has not accepted after ``submit_grace``: submitted again; still refused, it fails with
   the refusal's reason and frees its ``max_active_runs`` slot;
 - a pipeline whose queue satisfies its condition while a slot is free (a release that never ran): evaluated,
@@ -35,6 +36,10 @@ logger = logging.getLogger(__name__)
 #: How long a run may wait for its submission before the sweep submits it itself: the evaluator's own retries
 #: (on the pipeline's next evaluation) come first.
 SUBMIT_GRACE = timedelta(minutes=10)
+#: How long after a job run's state changed the sweep leaves its delivery to EventBridge: a state change in
+#: flight (or in the job-state function's retries) is not a lost one, and repairing it would count it, and
+#: alarm, as one.
+STATE_CHANGE_GRACE = timedelta(minutes=2)
 
 
 @dataclass
@@ -56,6 +61,8 @@ class ReconcileReport:
     released: int = 0
     #: Submitted runs whose job run the job service does not know (left alone, reported).
     unknown_job_runs: int = 0
+    #: Runs whose job changed state within the grace: left to the state change on its way.
+    in_flight: int = 0
     #: Per-item failures of the sweep itself (it goes on with the rest; the next sweep tries again).
     errors: list[str] = field(default_factory=list)
     #: The runs touched, by what was done to them.
@@ -89,6 +96,7 @@ class Reconciler:
         evaluator: Evaluator,
         clock: Callable[[], datetime],
         submit_grace: timedelta = SUBMIT_GRACE,
+        state_change_grace: timedelta = STATE_CHANGE_GRACE,
     ) -> None:
         self.catalog = catalog
         self.store = store
@@ -98,6 +106,7 @@ class Reconciler:
         self.evaluator = evaluator
         self.clock = clock
         self.submit_grace = submit_grace
+        self.state_change_grace = state_change_grace
 
     def sweep(self, *, dry_run: bool = False) -> ReconcileReport:
         """One pass over the submitted runs, the runs waiting for submission and every pipeline's queues.
@@ -142,6 +151,9 @@ class Reconciler:
             return
         target = EMR_JOB_STATES.get(status.state)
         if target is None or target is run.state or target is RunState.QUEUED:
+            return
+        if status.changed_at is not None and self.clock() - status.changed_at < self.state_change_grace:
+            report.in_flight += 1  # its state change is most likely on its way
             return
         what = "started" if target is RunState.RUNNING else "finished"
         if not report.dry_run:
@@ -242,4 +254,4 @@ class Reconciler:
         return limit is None or self.store.active_runs(pipeline_id) < limit
 
 
-__all__ = ["SUBMIT_GRACE", "ReconcileReport", "Reconciler"]
+__all__ = ["STATE_CHANGE_GRACE", "SUBMIT_GRACE", "ReconcileReport", "Reconciler"]

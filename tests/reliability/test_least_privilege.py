@@ -318,6 +318,7 @@ def test_every_functions_requests_are_within_its_table_grants(
         )
     # The sweep, with a run whose state change was lost and a queue left waiting
     world.deps["reconcile"].reconciler.submit_grace = timedelta(0)
+    world.deps["reconcile"].reconciler.state_change_grace = timedelta(0)
     handle_reconcile.lambda_handler({}, LambdaContext(), deps=world.deps["reconcile"])
     # Every API view, and a queue cleared
     for method, path, query in (

@@ -24,9 +24,11 @@ from typing import Any
 from assetflow.adapters.dynamodb.keys import sort_key
 from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, run_put
 from assetflow.adapters.dynamodb.table import (
+    active_key,
     asset_pk,
     generation_prefix,
     num_attr,
+    paused_condition,
     queue_pk,
     str_attr,
 )
@@ -39,16 +41,6 @@ from assetflow.ports import PipelineGate
 #: Triggering events kept inline on the run item up to this size of JSON (DynamoDB's items stop at 400 KB).
 MAX_INLINE_TRIGGER_BYTES = 200_000
 _BATCH_WRITE = 25
-
-
-def paused_condition() -> str:
-    """The condition, on a pipeline's ``#ACTIVE`` item, that it is not paused (``:unpaused`` is false)."""
-    return "(attribute_not_exists(paused) OR paused = :unpaused)"
-
-
-def active_key(pipeline: str) -> dict[str, Any]:
-    """The key of a pipeline's ``#ACTIVE`` item (its active-run counter and paused flag)."""
-    return {"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr("#ACTIVE")}
 
 
 class DynamoDbPipelineStore(DynamoDbRunStore):
@@ -403,4 +395,4 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 request = answer.get("UnprocessedItems") or {}
 
 
-__all__ = ["MAX_INLINE_TRIGGER_BYTES", "DynamoDbPipelineStore", "active_key", "paused_condition"]
+__all__ = ["MAX_INLINE_TRIGGER_BYTES", "DynamoDbPipelineStore"]

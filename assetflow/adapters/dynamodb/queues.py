@@ -18,10 +18,12 @@ from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
     TRANSACTION_MAX,
     DynamoDbTable,
+    active_key,
     entry_sk,
     epoch_seconds,
     generation_prefix,
     num_attr,
+    paused_condition,
     plain_item,
     plain_value,
     queue_pk,
@@ -62,7 +64,7 @@ class DynamoDbQueueStore(DynamoDbTable):
                 {"pk": str_attr(queue_pk(pipeline, key)), "sk": str_attr(f"SEEN#{i}")} for i in event_ids
             ]
         pipelines = sorted({p for p, _, _ in wanted})
-        keys += [{"pk": str_attr(f"PIPELINE#{p}"), "sk": str_attr("#ACTIVE")} for p in pipelines]
+        keys += [active_key(p) for p in pipelines]
         found = self._batch_get(keys)
         answers: dict[tuple[str, str], QueueSnapshot] = {}
         for pipeline, key, event_ids in wanted:
@@ -294,8 +296,8 @@ class DynamoDbQueueStore(DynamoDbTable):
         return {
             "ConditionCheck": {
                 "TableName": self.table,
-                "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")},
-                "ConditionExpression": "attribute_not_exists(paused) OR paused = :unpaused",
+                "Key": active_key(pipeline.id),
+                "ConditionExpression": paused_condition(),
                 "ExpressionAttributeValues": {":unpaused": {"BOOL": False}},
             }
         }
@@ -312,7 +314,7 @@ class DynamoDbQueueStore(DynamoDbTable):
         The pause flag lives on the same item; a pipeline without ``max_active_runs`` keeps no count (nothing
         to release at a run's end) and only checks the flag (``_unpaused_check``).
         """
-        key = {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr("#ACTIVE")}
+        key = active_key(pipeline.id)
         limit = pipeline.max_active_runs
         if not runs:  # held, nothing to count: a check of the count alone
             return {
@@ -328,7 +330,7 @@ class DynamoDbQueueStore(DynamoDbTable):
             "TableName": self.table,
             "Key": key,
             "UpdateExpression": "ADD active :k",
-            "ConditionExpression": "(attribute_not_exists(paused) OR paused = :unpaused)",
+            "ConditionExpression": paused_condition(),
             "ExpressionAttributeValues": values,
         }
         if limit is not None:

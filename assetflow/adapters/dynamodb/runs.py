@@ -13,6 +13,7 @@ from typing import Any
 
 from assetflow.adapters.dynamodb.table import (
     DynamoDbTable,
+    active_key,
     condition_failed,
     failed_item,
     num_attr,
@@ -401,7 +402,7 @@ class DynamoDbRunStore(DynamoDbTable):
                 {
                     "Update": {
                         "TableName": self.table,
-                        "Key": {"pk": str_attr(f"PIPELINE#{run.pipeline}"), "sk": str_attr("#ACTIVE")},
+                        "Key": active_key(run.pipeline),
                         "UpdateExpression": "ADD active :minus",
                         "ExpressionAttributeValues": {":minus": num_attr(-1)},
                     }

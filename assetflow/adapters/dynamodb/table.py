@@ -120,6 +120,16 @@ def queue_pk(pipeline: str, key: str) -> str:
     return f"QUEUE#{pipeline}#{key}"
 
 
+def active_key(pipeline: str) -> dict[str, Any]:
+    """The key of a pipeline's ``#ACTIVE`` item (its active-run counter and paused flag)."""
+    return {"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr("#ACTIVE")}
+
+
+def paused_condition() -> str:
+    """The condition, on a pipeline's ``#ACTIVE`` item, that it is not paused (``:unpaused`` is false)."""
+    return "(attribute_not_exists(paused) OR paused = :unpaused)"
+
+
 def generation_prefix(generation: int) -> str:
     """The sort-key prefix of a generation's entries (a batch run consumes a generation)."""
     return f"G#{generation:010d}#"

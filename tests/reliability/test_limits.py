@@ -286,9 +286,12 @@ def test_a_1104_byte_uri_is_listed_and_runs_where_it_used_to_fail_the_evaluator(
 
     assert (status, again) == (201, 201) and replayed == event
     assert world.evaluate_new_events() == {"batchItemFailures": []}
-    # (listed with the catalog's declared assets, which the evaluator announced before its first batch)
-    (asset,) = [a for a in world.deps.store.list_assets().items if a["uri"] == URI_1104]
+    # (listed with the catalog's declared assets, which the evaluator announced before its first batch: no
+    # events of theirs)
+    listed = world.deps.store.list_assets().items
+    (asset,) = [a for a in listed if a["uri"] == URI_1104]
     assert asset["event_count"] == 1
+    assert all(a["event_count"] == 0 for a in listed if a["uri"] != URI_1104)
     (producer_run,) = world.runs(PIPELINE_LONGEST)
     (partitioned_run,) = world.runs(BY_PARTITION.id)
     assert partitioned_run["partition_key"] == KEY_LONGEST

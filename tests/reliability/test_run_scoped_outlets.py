@@ -27,7 +27,8 @@ from assetflow.core.events import AssetEvent
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.job_state import RunStates
 from assetflow_dev import LOCAL_ACCOUNT_ID, client
-from assetflow_job.contract import CONTEXT_ARGUMENT, OUTLETS_ARGUMENT
+from assetflow_job.context import split_context_argument
+from assetflow_job.contract import OUTLETS_ARGUMENT
 from assetflow_job.storage import read_bytes
 
 pytestmark = pytest.mark.integration
@@ -97,7 +98,7 @@ def test_a_job_cannot_write_another_runs_outlet_metadata(world: World) -> None:
 
     # The victim's secret place is in its own arguments only: not in its context (inline in the arguments when
     # small, else in S3, where every job can read it), not another run's
-    context = read_bytes(victim_args[victim_args.index(CONTEXT_ARGUMENT) + 1], s3_client=world.s3)
+    context = read_bytes(split_context_argument(victim_args)[0], s3_client=world.s3)
     token = secret.split("/")[-2]
     assert token not in context.decode()
     assert token not in " ".join(world.arguments(attacker["run_id"]))

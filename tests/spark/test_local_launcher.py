@@ -31,7 +31,8 @@ from assetflow_dev.launcher import (
     LocalSparkLauncher,
     job_state_event,
 )
-from assetflow_job.contract import CONTEXT_ARGUMENT
+from assetflow_job.context import split_context_argument
+from assetflow_job.contract import INLINE_CONTEXT_PREFIX
 from assetflow_job.storage import read_bytes
 from spark_jobs import sample_data
 from spark_jobs.common import CURATED_DELIVERIES, LANDING_DELIVERIES
@@ -483,7 +484,7 @@ def test_emr_api_launcher_reports_moto_success_and_retries_a_failing_reporter(
             # (the context travels in the job's arguments: inline when small, else through S3)
             job = emr_client.get_job_run(applicationId=emr.application_id, jobRunId=job_run_id)["jobRun"]
             arguments = job["jobDriver"]["sparkSubmit"]["entryPointArguments"]
-            context = read_bytes(arguments[arguments.index(CONTEXT_ARGUMENT) + 1], s3_client=s3_client)
+            context = read_bytes(split_context_argument(arguments)[0], s3_client=s3_client)
             assert json.loads(context)["run_id"] == run.run_id
         assert reports.calls == 2 + 6
         assert launcher.stats() == {"queued": 0, "running": 0, "succeeded": 2, "failed": 0}
@@ -722,7 +723,10 @@ def test_a_warm_job_over_the_run_timeout_is_stopped_and_fails(
         assert reports.of(job_run_id)[-1]["detail"]["stateDetails"] == "Job run timed out after 1 s"
         lines = launcher.log_path(run.run_id).read_text().splitlines()
         assert lines[1].startswith(f"# warm Spark driver pid {driver.pid}")
-        assert lines[3].startswith(f"ran {project / 'jobs' / 'timed.py'} x 1 --assetflow-context ")
+        # (a small context travels inline in the job's arguments)
+        assert lines[3].startswith(
+            f"ran {project / 'jobs' / 'timed.py'} x 1 --assetflow-context {INLINE_CONTEXT_PREFIX}"
+        )
         assert "over the run timeout of 1 s" in lines[-1]
         assert driver.wait(10) and live_members(driver.pid) == []
         assert launcher.stats() == {"queued": 0, "running": 0, "succeeded": 0, "failed": 1}

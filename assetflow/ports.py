@@ -337,10 +337,6 @@ class RunStore(Protocol):
         """
         ...
 
-    def run_id_for_job(self, job_run_id: str) -> str | None:
-        """The run a job run belongs to, if assetflow submitted it."""
-        ...
-
     def record_submission_failure(self, run_id: str, reason: str, *, now: datetime) -> None:
         """Keep the last submission error on the run for operators."""
         ...

@@ -251,12 +251,12 @@ class RunStates:
     # ---- internals -----------------------------------------------------------------------------------
 
     def _run_id(self, job_run_id: str, new: RunState, context: Mapping[str, Any]) -> str | None:
-        run_id = self.store.run_id_for_job(job_run_id)
-        if run_id is not None or self._job_lookup is None:
-            return run_id
-        # A job the store does not know yet: the submitter may have died between StartJobRun and recording the
-        # job run id (a final state would then never end the run), or it is still about to record it (an early
-        # RUNNING would be lost). The job's tags name its run; recording it here is harmless when repeated.
+        if self._job_lookup is None:
+            return None
+        # A state change that does not name the job's run (or names a run with another job): the job's tags
+        # name its run. The submitter may have died between StartJobRun and recording the job run id (a final
+        # state would then never end the run), or it is still about to record it (an early RUNNING would be
+        # lost): recording it here is harmless when repeated.
         run_id = self._job_lookup(job_run_id)
         if run_id is None:
             return None
@@ -267,10 +267,7 @@ class RunStates:
             return None
         except NotFoundError:
             return None
-        # Routine for an early state (the submitter records the id a moment later); a sign of a crashed
-        # submitter for a final one.
-        level = logging.INFO if new.active else logging.WARNING
-        logger.log(level, "job run id recovered from the job's tags", extra={**context, "run_id": run_id})
+        logger.info("job's run found by the job's tags", extra={**context, "run_id": run_id})
         return run_id
 
     def _emit_outlets(self, run: Run, result: StateChange) -> None:

@@ -184,7 +184,7 @@ def test_a_new_run_writes_its_context_and_starts_its_job(world: World) -> None:
 
     (run,) = world.runs(ETL.id)
     job_run_id = run["job_run_id"]
-    assert job_run_id and world.store.run_id_for_job(job_run_id) == run["run_id"]
+    assert job_run_id and world.store.get_run(run["run_id"]).job_run_id == job_run_id
     job = world.job(job_run_id)
     context_uri = f"s3://{world.bucket}/runs/{ETL.id}/{run['run_id']}/context.json"
     driver = job["jobDriver"]["sparkSubmit"]

@@ -96,9 +96,6 @@ class FakeStore:
     resolutions: set[tuple[str, str]] = field(default_factory=set)
     calls: list[tuple[str, str]] = field(default_factory=list)
 
-    def run_id_for_job(self, job_run_id: str) -> str | None:
-        return self.jobs.get(job_run_id)
-
     def mark_submitted(self, run_id: str, job_run_id: str) -> None:
         self.runs[run_id] = replace(self.runs[run_id], job_run_id=job_run_id)
         self.jobs[job_run_id] = run_id
@@ -187,7 +184,8 @@ def service(run: Run, *, objects: dict[str, Any] | None = None, job_lookup: Any 
         outputs=S3RunOutputs(FakeS3(objects), BUCKET),
         evaluator=evaluator,  # type: ignore[arg-type]
         clock=lambda: T0 + timedelta(hours=1),
-        job_lookup=job_lookup,
+        # The jobs' tags (EMR's answer to GetJobRun) name their runs; here, the runs' recorded job run ids.
+        job_lookup=job_lookup or store.jobs.get,
     )
     return states, store, evaluator
 

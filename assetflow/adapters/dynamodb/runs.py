@@ -77,7 +77,11 @@ def _run_key(run_id: str) -> dict[str, Any]:
 
 
 class DynamoDbRunStore(DynamoDbTable):
-    """Runs under ``RUN#<id>`` (listed by gsi1/gsi2, waiting for submission by gsi3); ``JOBRUN#<id>`` leads back."""
+    """Runs under ``RUN#<id>`` (listed by gsi1/gsi2, waiting for submission or active by gsi3).
+
+    A job's state change finds its run by the job's name (assetflow names a job after its run), else by the job's
+    tags: no item leads from a job run id back to its run.
+    """
 
     #: Threads for independent updates (made on first use).
     _pool: ThreadPoolExecutor | None = None
@@ -220,35 +224,22 @@ class DynamoDbRunStore(DynamoDbTable):
             raise failures[run_id]
 
     def mark_submitted_many(self, submitted: Mapping[str, str]) -> dict[str, AssetflowError]:
-        """Record many runs' job run ids: a conditional update of each run, then the ways back in batches.
+        """Record many runs' job run ids: a conditional update of each run, a few at a time.
 
-        The way back (``JOBRUN#<id>``) is written only for a run whose update succeeded, so it never leads
-        to a run of another job; if it is lost (a crash between the two), a state change finds the run by its
-        job's name or tags and writes it then. Not a transaction: a transaction bills every item twice.
-        Returns the runs whose id could not be recorded, with why (``AlreadySubmittedError``,
-        ``NotFoundError``, or a ``ConflictError`` to retry).
+        Not a transaction: a transaction bills every item twice. Returns the runs whose id could not be
+        recorded, with why (``AlreadySubmittedError``, ``NotFoundError``, or a ``ConflictError`` to retry).
         """
-        failures: dict[str, AssetflowError] = {}
         pairs = sorted(submitted.items())
         if len(pairs) > 1:
             # The updates are independent: a few at a time, as the runs were started.
             answers = list(self._executor().map(lambda pair: self._record_job_run_id(*pair), pairs))
         else:
             answers = [self._record_job_run_id(*pair) for pair in pairs]
-        recorded: list[tuple[str, str]] = []
-        for (run_id, job_run_id), error in zip(pairs, answers, strict=True):
-            if error is None:
-                recorded.append((run_id, job_run_id))
-            else:
-                failures[run_id] = error
-        for start in range(0, len(recorded), 25):
-            self._put_all(
-                [
-                    {"pk": str_attr(f"JOBRUN#{job}"), "sk": str_attr("#JOBRUN"), "run_id": str_attr(run_id)}
-                    for run_id, job in recorded[start : start + 25]
-                ]
-            )
-        return failures
+        return {
+            run_id: error
+            for (run_id, _job_run_id), error in zip(pairs, answers, strict=True)
+            if error is not None
+        }
 
     def _record_job_run_id(self, run_id: str, job_run_id: str) -> AssetflowError | None:
         """One run's job run id, by a conditional update; why it could not be recorded, if it could not."""
@@ -290,11 +281,6 @@ class DynamoDbRunStore(DynamoDbTable):
                     max_workers=UPDATE_WORKERS, thread_name_prefix="assetflow-runs"
                 )
             return self._pool
-
-    def run_id_for_job(self, job_run_id: str) -> str | None:
-        """The run an EMR Serverless job run belongs to, if assetflow submitted it."""
-        item = self._get(f"JOBRUN#{job_run_id}", "#JOBRUN")
-        return str(item["run_id"]) if item else None
 
     def record_submission_failure(self, run_id: str, reason: str, *, now: datetime) -> None:
         """Keep the last submission error on the run for operators (the run stays queued and is retried)."""

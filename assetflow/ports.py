@@ -341,8 +341,12 @@ class RunStore(Protocol):
         """Keep the last submission error on the run for operators."""
         ...
 
-    def set_run_state(self, run_id: str, new: RunState, *, job_run_id: str | None = None) -> tuple[Run, bool]:
+    def set_run_state(
+        self, run_id: str, new: RunState, *, job_run_id: str | None = None, now: datetime | None = None
+    ) -> tuple[Run, bool]:
         """Move a run to ``new`` if the state table allows it; returns the run and whether it moved.
+
+        ``now``: a final state records it as the run's ``ended_at``, the first time only.
 
         Raises:
             NotFoundError: no such run.

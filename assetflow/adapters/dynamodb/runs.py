@@ -100,6 +100,8 @@ class DynamoDbRunStore(DynamoDbTable):
                 doc["job_run_id"] = raw["job_run_id"]["S"]
             if "submission_error" in raw:
                 doc["submission_error"] = raw["submission_error"]["S"]
+            if "ended_at" in raw:
+                doc["ended_at"] = raw["ended_at"]["S"]
             doc["triggering_asset_events"] = {}
             docs.append(doc)
             if with_events and "events" in json.loads(raw["trigger"]["S"]):
@@ -298,14 +300,21 @@ class DynamoDbRunStore(DynamoDbTable):
         )
 
     def set_run_state(
-        self, run_id: str, new: RunState, *, job_run_id: str | None = None, attempts: int = 5
+        self,
+        run_id: str,
+        new: RunState,
+        *,
+        job_run_id: str | None = None,
+        now: datetime | None = None,
+        attempts: int = 5,
     ) -> tuple[Run, bool]:
         """Move a run to ``new`` if the state table allows it; a move out of an active state frees a slot.
 
         Returns the run as stored afterwards and whether this call moved it (False for a duplicate or a
         late, out-of-order state event, which change nothing, and for a ``job_run_id`` that is not the
         run's). A run that does not count in its pipeline's active runs moves with one conditional update; a
-        counted one with a transaction that also takes it off the counter, exactly once.
+        counted one with a transaction that also takes it off the counter, exactly once. ``now``: a final
+        state records it as the run's ``ended_at`` (kept by a repeated state change).
 
         Raises:
             NotFoundError: no such run.
@@ -314,7 +323,7 @@ class DynamoDbRunStore(DynamoDbTable):
         allowed = sorted(s.value for s in previous_states(new))
         if not allowed:
             return self.get_run(run_id, with_events=False), False
-        update, values, names = self._state_update(new, job_run_id)
+        update, values, names = self._state_update(new, job_run_id, now)
         values |= {f":p{n}": str_attr(state) for n, state in enumerate(allowed)} | {
             ":uncounted": {"BOOL": False}
         }
@@ -348,7 +357,9 @@ class DynamoDbRunStore(DynamoDbTable):
                 job_run_id and run.job_run_id not in (None, job_run_id)
             ):
                 return run, False  # a late or repeated state, or another job's: nothing moves
-            moved = self._move_counted(run, new, job_run_id, counted=old.get("counted", {}).get("BOOL", True))
+            moved = self._move_counted(
+                run, new, job_run_id, now, counted=old.get("counted", {}).get("BOOL", True)
+            )
             if moved is not None:
                 return moved, True
             found = self._call("get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True)
@@ -356,19 +367,26 @@ class DynamoDbRunStore(DynamoDbTable):
         raise ConflictError(f"run {run_id} kept changing; try again")
 
     @staticmethod
-    def _state_update(new: RunState, job_run_id: str | None) -> tuple[str, dict[str, Any], dict[str, str]]:
+    def _state_update(
+        new: RunState, job_run_id: str | None, now: datetime | None
+    ) -> tuple[str, dict[str, Any], dict[str, str]]:
         values: dict[str, Any] = {":new": str_attr(new.value)}
         update = "SET #s = :new"
         if job_run_id:
             update += ", job_run_id = if_not_exists(job_run_id, :j)"
             values[":j"] = str_attr(job_run_id)
+        if now is not None and not new.active:
+            update += ", ended_at = if_not_exists(ended_at, :end)"
+            values[":end"] = str_attr(format_timestamp(now))
         if not new.active:
             update += " REMOVE gsi3pk, gsi3sk"  # a finished run never waits for submission again
         return update, values, {"#s": "state"}
 
-    def _move_counted(self, run: Run, new: RunState, job_run_id: str | None, *, counted: bool) -> Run | None:
+    def _move_counted(
+        self, run: Run, new: RunState, job_run_id: str | None, now: datetime | None, *, counted: bool
+    ) -> Run | None:
         """Move a run from the state it was read in; None when it changed meanwhile (read it again)."""
-        update, values, names = self._state_update(new, job_run_id)
+        update, values, names = self._state_update(new, job_run_id, now)
         values[":cur"] = str_attr(run.state.value)
         writes: list[dict[str, Any]] = [
             {
@@ -398,4 +416,5 @@ class DynamoDbRunStore(DynamoDbTable):
             self._call("transact_write_items", TransactItems=writes)
         except ConflictError:
             return None  # another state event moved the run meanwhile: read again and decide again
-        return replace(run, state=new, job_run_id=run.job_run_id or job_run_id)
+        ended = run.ended_at or (now if not new.active else None)
+        return replace(run, state=new, job_run_id=run.job_run_id or job_run_id, ended_at=ended)

@@ -164,6 +164,8 @@ class LocalRuntime:
         self.pollers: list[Any] = []
         self.ticker: ScheduleTicker | None = None
         self.sweeper: Sweeper | None = None
+        #: Function invocations so far, the sweep's own aside (an idle runtime sweeps less often).
+        self.invocations = 0
         self.invoke_server: LocalInvokeServer | None = None
         #: The local functions by their names, as the invoke endpoint serves them (and failures name them).
         self.functions: dict[str, Callable[..., Any]] = {}
@@ -272,6 +274,7 @@ class LocalRuntime:
             self.sweeper = Sweeper(
                 self._asynchronously(sweep, "reconcile"),
                 interval=options.sweep_seconds,
+                activity=lambda: self.invocations,
                 observe=self._observe,
             )
             self.sweeper.start()
@@ -527,6 +530,8 @@ class LocalRuntime:
         gate = self._locks.setdefault((handler, function), threading.BoundedSemaphore(concurrency))
 
         def invoke(event: dict[str, Any], context: Any = None) -> Any:
+            if function != "reconcile":
+                self.invocations += 1  # the sweep's activity signal (a racy count is fine: it only grows)
             with gate:
                 response = handler(event, context or lambda_context(f"assetflow-local-{function}"), deps=deps)
             if writes_events:

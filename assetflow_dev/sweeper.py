@@ -11,22 +11,48 @@ logger = logging.getLogger(__name__)
 
 #: Locally the sweep runs every 30 s (5 minutes on AWS): a local run's lost state change is repaired soon.
 LOCAL_SWEEP_SECONDS = 30.0
+#: While nothing happens (no function ran, the last sweeps found nothing), the interval doubles up to the
+#: stack's own cadence: an idle runtime does not read every run index twice a minute.
+IDLE_SWEEP_SECONDS = 300.0
+
+
+def next_interval(current: float, *, base: float, idle: float, quiet: bool) -> float:
+    """The wait before the next sweep: ``base`` after any activity, doubling up to ``idle`` while quiet."""
+    return min(max(current, base) * 2, max(idle, base)) if quiet else base
+
+
+def found_nothing(report: dict[str, Any] | None) -> bool:
+    """Whether a sweep's report shows nothing to repair, nothing in flight and no error."""
+    return (
+        report is not None
+        and not report.get("repaired")
+        and not report.get("in_flight")
+        and not report.get("errors")
+    )
 
 
 class Sweeper:
-    """Invokes the reconcile function with ``{}`` every ``interval`` seconds on a daemon thread."""
+    """Invokes the reconcile function with ``{}`` every ``interval`` seconds on a daemon thread.
+
+    ``activity`` (a count of the runtime's function invocations): while it stays the same and the sweeps find
+    nothing, the interval doubles up to ``idle_interval`` (see ``next_interval``).
+    """
 
     def __init__(
         self,
         invoke: Callable[[dict[str, Any]], Any],
         *,
         interval: float = LOCAL_SWEEP_SECONDS,
+        idle_interval: float = IDLE_SWEEP_SECONDS,
+        activity: Callable[[], int] | None = None,
         observe: Callable[[str], None] | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("the sweep interval must be positive")
         self._invoke = invoke
         self.interval = interval
+        self.idle_interval = idle_interval
+        self._activity = activity
         self._observe = observe or (lambda line: None)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -60,8 +86,15 @@ class Sweeper:
         return None
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.interval
+        seen = self._activity() if self._activity else None
+        while not self._stop.wait(wait):
+            report = None
             try:
-                self.sweep_once()
+                report = self.sweep_once()
             except Exception:
                 logger.exception("sweep failed; the next one tries again")
+            now = self._activity() if self._activity else None
+            quiet = seen is not None and now == seen and found_nothing(report)
+            seen = now
+            wait = next_interval(wait, base=self.interval, idle=self.idle_interval, quiet=quiet)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -40,7 +41,7 @@ def test_an_idle_runtime_is_swept_less_often_and_activity_brings_the_pace_back()
     try:
         time.sleep(0.9)
         idle = len(sweeps)
-        gaps = [b - a for a, b in zip(sweeps, sweeps[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(sweeps)]
         # Then the gaps grew to the idle cadence: far fewer sweeps than 0.9 s / 20 ms
         assert 3 <= idle <= 12, sweeps
         assert max(gaps) >= 0.15

@@ -106,6 +106,14 @@ SCHEMAS: dict[str, Any] = {
                 "levels deep at most",
             },
             "partition_key": {"type": "string", "minLength": 1, "maxLength": 256, "nullable": True},
+            "version": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "nullable": True,
+                "description": "the data version the event stands for (an ETag, a snapshot id); "
+                "skip_unchanged pipelines run once per version",
+            },
         },
     },
     "AssetEvent": {
@@ -118,6 +126,7 @@ SCHEMAS: dict[str, Any] = {
             "extra": {"type": "object"},
             "source": {"type": "object", "description": "{type: watcher|run|api, ...}"},
             "partition_key": {"type": "string", "nullable": True},
+            "version": {"type": "string", "description": "present only when the event carries a data version"},
         },
     },
     "Asset": {

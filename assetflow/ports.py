@@ -466,6 +466,20 @@ class PipelineStore(Protocol):
         """Remember that a catalog with this digest was announced."""
         ...
 
+    def consumed_versions(self, triples: Sequence[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+        """Which of these (pipeline, asset, version) triples a run consumed already (``skip_unchanged``).
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def record_consumed_versions(
+        self, pipeline: str, versions: Sequence[tuple[str, str]], *, run_id: str, now: datetime
+    ) -> None:
+        """Remember the (asset, version) pairs a run of a ``skip_unchanged`` pipeline consumed (idempotent)."""
+        ...
+
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
         ...

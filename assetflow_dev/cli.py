@@ -406,7 +406,12 @@ def cmd_events_emit(args: argparse.Namespace) -> int:
     with _view_errors(args):
         extra = requests.parse_body(args.extra) if args.extra is not None else None
         request = requests.parse_emit_request(
-            {"uri": args.uri, "extra": extra, "partition_key": args.partition_key}
+            {
+                "uri": args.uri,
+                "extra": extra,
+                "partition_key": args.partition_key,
+                "version": args.data_version,
+            }
         )
         catalog = _view_catalog(args)
         store = _store(args)
@@ -1058,6 +1063,11 @@ def _view_commands(tree: _Commands) -> None:
     emit.add_argument("uri", metavar="URI")
     emit.add_argument("--extra", metavar="JSON", help="the event's extra, a JSON object")
     emit.add_argument("--partition-key", metavar="KEY", help="the event's partition key")
+    emit.add_argument(
+        "--data-version",
+        metavar="V",
+        help="the data version the event stands for (skip_unchanged pipelines run once per version)",
+    )
     emit.add_argument(
         "--idempotency-key", metavar="KEY", help="repeat the command with the same key to make one event only"
     )

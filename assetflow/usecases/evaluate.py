@@ -20,6 +20,7 @@ from typing import Any
 
 from assetflow.core import listeners
 from assetflow.core.catalog import Catalog
+from assetflow.core.entries import entry_kind
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
@@ -150,10 +151,11 @@ class Evaluator:
             raise next(iter(result.failed.values()))
         return result
 
-    def handle_batch(self, events: Sequence[AssetEvent]) -> Evaluation:
+    def handle_batch(self, events: Sequence[AssetEvent], *, announce: bool = True) -> Evaluation:
         """Handle a batch of new asset events from the table's stream, in stream order.
 
-        Never raises for one queue's failure: ``failed`` names the events to bring back.
+        Never raises for one queue's failure: ``failed`` names the events to bring back. ``announce=False``
+        for synthetic entries (a failed run's), which are no asset change to tell listeners about.
 
         Raises:
             StoreUnavailableError: the batched reads every queue needs were throttled; fail the whole batch.
@@ -162,7 +164,8 @@ class Evaluator:
         unique = list({e.id: e for e in reversed(events)}.values())[::-1]
         if not unique:
             return result
-        self._announce(unique)
+        if announce:
+            self._announce(unique)
         groups, first_routed = self._route(unique, result)
         swept = self.submitter.sweep({g.pipeline.id for g in groups.values()})
         self._advance_groups(groups, result)
@@ -239,10 +242,13 @@ class Evaluator:
                 aliases[uri] = self.store.aliases_of(uri)
         groups: dict[tuple[str, str], _Group] = {}
         first_routed: dict[str, str] = {}
+        consumed = self._consumed_versions(events, aliases)
         for event in events:
-            routes, skips = route_event(
-                event, self.catalog.consumers(event.asset, aliases.get(event.asset, []))
-            )
+            consumers = self.catalog.consumers(event.asset, aliases.get(event.asset, []))
+            routes, skips = route_event(event, consumers, consumed_versions=consumed)
+            if event.version is not None:
+                # A second event of this version in the batch is the same data: the first one's run takes it.
+                consumed |= {(r.pipeline, event.asset, event.version) for r in routes if r.counted}
             result.skipped += skips
             for skip in skips:
                 logger.info(
@@ -263,6 +269,40 @@ class Evaluator:
                 result.pipelines_of.setdefault(event.id, []).append(route.pipeline)
                 first_routed.setdefault(route.pipeline, event.id)
         return groups, first_routed
+
+    def _consumed_versions(
+        self, events: Sequence[AssetEvent], aliases: Mapping[str, list[str]]
+    ) -> set[tuple[str, str, str]]:
+        """The (pipeline, asset, version) triples of the batch that ``skip_unchanged`` pipelines consumed already."""
+        triples = [
+            (pipeline.id, event.asset, event.version)
+            for event in events
+            if event.version is not None
+            for pipeline, _ in self.catalog.consumers(event.asset, aliases.get(event.asset, []))
+            if pipeline.skip_unchanged
+        ]
+        return self.store.consumed_versions(triples) if triples else set()
+
+    def _record_versions(self, pipeline: Pipeline, runs: Iterable[Run]) -> None:
+        """Remember the data versions each new run of a ``skip_unchanged`` pipeline consumes.
+
+        Written after the run's transaction (idempotent puts): should this die in between, a later event of
+        the same version may make one more run, never fewer.
+        """
+        if not pipeline.skip_unchanged:
+            return
+        for run in runs:
+            versions = sorted(
+                {
+                    (e.asset, e.version)
+                    for e in run.triggering_events
+                    if e.version is not None and entry_kind(e) == "event"
+                }
+            )
+            if versions:
+                self.store.record_consumed_versions(
+                    pipeline.id, versions, run_id=run.run_id, now=self.clock()
+                )
 
     def _advance_groups(self, groups: Mapping[tuple[str, str], _Group], result: Evaluation) -> None:
         if not groups:
@@ -356,6 +396,7 @@ class Evaluator:
                         self.wakeups.wake_at(pipeline.id, key, transition.wake_at)
                     if transition.changed:
                         self.store.apply(pipeline, stored, transition)
+                        self._record_versions(pipeline, transition.runs)
                     known = stored.after(pipeline, transition)
                     head = known.head()
                     active += len(transition.runs)

@@ -9,6 +9,8 @@ Items (beside the queues' ``PIPELINE#<id>`` heads):
   backfilled runs). The run item carries ``held`` (the marker's sort key) and no ``gsi3`` key, so the
   submitter's retry sweep never sees it. Admission is one transaction: count it as active (on the same
   conditions as the evaluator: a free slot, not paused), give it its ``gsi3`` key, delete the marker.
+- ``PIPELINE#<id>`` / ``VERSION#<asset>`` + US + ``<version>``: a data version a ``skip_unchanged`` pipeline's run
+  consumed (with the run and when), so a later event of that (asset, version) is recorded but not queued.
 - ``TRIGGER#<run_id>`` / ``E#<timestamp>#<event id>``: the triggering events of a run too large to carry them
   inline (a long backfill window); the run's ``trigger`` references them as a batch run references its queue
   generation.
@@ -378,6 +380,41 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 "at": str_attr(format_timestamp(now)),
             },
         )
+
+    # ---- consumed data versions (skip_unchanged) ---------------------------------------------------------
+
+    @staticmethod
+    def _version_key(pipeline: str, asset: str, version: str) -> dict[str, Any]:
+        return {
+            "pk": str_attr(f"PIPELINE#{pipeline}"),
+            "sk": str_attr(sort_key("VERSION#", f"{asset}\x1f{version}")),
+        }
+
+    def consumed_versions(self, triples: Sequence[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+        """Which (pipeline, asset, version) triples a run consumed already: one batched read."""
+        unique = list(dict.fromkeys(triples))
+        if not unique:
+            return set()
+        keys = {t: self._version_key(*t) for t in unique}
+        found = self._batch_get(list(keys.values()))
+        return {t for t, k in keys.items() if (k["pk"]["S"], k["sk"]["S"]) in found}
+
+    def record_consumed_versions(
+        self, pipeline: str, versions: Sequence[tuple[str, str]], *, run_id: str, now: datetime
+    ) -> None:
+        """Remember the (asset, version) pairs a run of a ``skip_unchanged`` pipeline consumed (idempotent)."""
+        for asset, version in dict.fromkeys(versions):
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item={
+                    **self._version_key(pipeline, asset, version),
+                    "asset": str_attr(asset),
+                    "version": str_attr(version),
+                    "run_id": str_attr(run_id),
+                    "at": str_attr(format_timestamp(now)),
+                },
+            )
 
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Delete a queue's seen markers of these events, so that it takes them again."""

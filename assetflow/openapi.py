@@ -126,7 +126,10 @@ SCHEMAS: dict[str, Any] = {
             "extra": {"type": "object"},
             "source": {"type": "object", "description": "{type: watcher|run|api, ...}"},
             "partition_key": {"type": "string", "nullable": True},
-            "version": {"type": "string", "description": "present only when the event carries a data version"},
+            "version": {
+                "type": "string",
+                "description": "present only when the event carries a data version",
+            },
         },
     },
     "Asset": {

@@ -732,6 +732,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
             f"  partition {partition['key']}: {partition['updated']} of {partition['required']}, "
             f"{'due' if partition['due'] else partition['blocked_by']}"
         )
+    skipped = doc.get("skipped") or []
+    if skipped:
+        print("recent events recorded but not queued:")
+    for skip in skipped:
+        patterns = "; ".join(json.dumps(m["pattern"], sort_keys=True) for m in skip.get("missed", ()))
+        why = f"missed {patterns}" if patterns else skip["reason"]
+        print(f"  {skip['timestamp']} {skip['asset']} {skip['event_id']}: {why}")
     return EXIT_OK
 
 

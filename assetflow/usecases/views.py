@@ -15,9 +15,11 @@ from assetflow.core.conditions import AssetAlias, Where
 from assetflow.core.decision import combine_explains, queue_progress
 from assetflow.core.decision import explain as explain_state
 from assetflow.core.entries import QueueState
-from assetflow.core.events import parse_timestamp
+from assetflow.core.events import AssetEvent, parse_timestamp
 from assetflow.core.expectations import asset_health
+from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import explain_from_head
+from assetflow.core.scheduler import explain_skips
 from assetflow.ports import Page, Store
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
 
@@ -215,7 +217,62 @@ def explain(
         docs.append(explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused))
     result = combine_explains(pipeline, docs)
     result["held_runs"] = len(store.held_runs(pipeline.id))
+    if _can_skip(pipeline):
+        result["skipped"] = recent_skips(store, catalog, pipeline)
+        _mark_misses(result.get("condition"), result["skipped"])
     return result
+
+
+#: Newest events per asset that explain routes again to say why they did not reach the pipeline.
+RECENT_EVENTS = 10
+
+
+def _can_skip(pipeline: Pipeline) -> bool:
+    """Whether the pipeline may record events without queueing them (patterns, keys, partitions, versions)."""
+    schedule = pipeline.schedule
+    return (
+        pipeline.skip_unchanged
+        or pipeline.partitioned
+        or any(isinstance(n, Where) for n in schedule.condition.iter_nodes())
+    )
+
+
+def recent_skips(store: Store, catalog: Catalog, pipeline: Pipeline) -> list[dict[str, Any]]:
+    """The newest events of the pipeline's assets that it recorded but did not queue, each with why.
+
+    For a where-node the skip names the patterns the event's extra missed (``missed``: key and pattern).
+    """
+    uris: dict[str, None] = {}
+    for node in pipeline.condition.iter_nodes():
+        if isinstance(node, AssetAlias):
+            uris.update(dict.fromkeys(store.alias_assets(node.name)[:RECENT_EVENTS]))
+    uris.update(dict.fromkeys(a.uri for a in pipeline.condition.iter_assets()))
+    events: list[tuple[AssetEvent, tuple[str, ...]]] = []
+    for uri in uris:
+        consumers = catalog.consumers(uri, store.aliases_of(uri) if catalog.alias_consumers else [])
+        aliases = next((a for p, a in consumers if p.id == pipeline.id), None)
+        if aliases is None:
+            continue
+        page = store.list_events(uri, limit=RECENT_EVENTS)
+        events += [(AssetEvent.from_json(doc), aliases) for doc in page.items]
+    consumed: set[tuple[str, str, str]] = set()
+    if pipeline.skip_unchanged:
+        consumed = store.consumed_versions(
+            [(pipeline.id, e.asset, e.version) for e, _ in events if e.version is not None]
+        )
+    return explain_skips(pipeline, events, consumed_versions=consumed)
+
+
+def _mark_misses(node: Any, skipped: list[dict[str, Any]]) -> None:
+    """Give each where-node of the explain tree ``recent_misses``: the skipped events that missed its pattern."""
+    if not isinstance(node, dict):
+        return
+    if node.get("op") == "where":
+        node["recent_misses"] = [
+            s["event_id"] for s in skipped if any(m["key"] == node.get("key") for m in s.get("missed", ()))
+        ]
+    for child in node.get("children", ()):
+        _mark_misses(child, skipped)
 
 
 def _utc_now() -> datetime:

@@ -20,6 +20,7 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.emr import EmrServerlessLauncher, S3RunOutputs
 from assetflow.core.catalog import Catalog
 from assetflow.core.events import AssetEvent, RunState
+from assetflow.usecases import views
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.job_state import RunStates
 from assetflow.usecases.requests import emit_event, parse_emit_request
@@ -265,3 +266,33 @@ def test_a_failed_producer_triggers_failed_once_and_a_redelivery_makes_no_second
     redelivered = world.end(etl_run.run_id, "FAILED")
     assert not redelivered.moved
     assert len(world.runs(ALERT.id)) == 1  # the same failure makes no second run
+
+
+def test_explain_names_the_pattern_a_recorded_event_missed(make_world: Any) -> None:
+    world = make_world(BIG_ORDERS, PER_TENANT)
+    small = world.emit(ORDERS, {"amount": 5})
+    big = world.emit(ORDERS, {"amount": 500})
+    world.deliver(small)
+
+    explained = views.explain(world.store, world.evaluator.catalog, BIG_ORDERS.id, now=world.clock())
+
+    assert (explained["due"], explained["blocked_by"]) == (False, "assets")
+    (skip,) = explained["skipped"]
+    assert (skip["event_id"], skip["asset"]) == (small.id, ORDERS.uri)
+    (missed,) = skip["missed"]
+    assert missed["pattern"] == {"amount": [{"numeric": [">=", 100]}]}
+    assert missed["key"] == explained["condition"]["key"]
+    assert explained["condition"]["recent_misses"] == [small.id]
+    # big was recorded but not delivered yet: it matches, so explain does not list it
+    assert big.id not in [s["event_id"] for s in explained["skipped"]]
+
+    keyed = views.explain(world.store, world.evaluator.catalog, PER_TENANT.id, now=world.clock())
+    assert {s["event_id"] for s in keyed["skipped"]} == {small.id, big.id}
+    assert all("no field 'tenant'" in s["reason"] and "missed" not in s for s in keyed["skipped"])
+
+
+def test_explain_of_a_plain_pipeline_reads_no_events(make_world: Any) -> None:
+    world = make_world(Pipeline("plain", schedule=[ORDERS, PAYMENTS], job=JOB))
+    world.deliver(world.emit(ORDERS, {"amount": 5}))
+    explained = views.explain(world.store, world.evaluator.catalog, "plain", now=world.clock())
+    assert "skipped" not in explained and explained["missing"] == [PAYMENTS.uri]

@@ -28,7 +28,7 @@ from assetflow.core.conditions import Condition
 from assetflow.core.entries import QueueEntry, QueueState, failure_events
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.expectations import ArrivalStatus, late_event
-from assetflow.core.scheduler import Transition, advance, route_event
+from assetflow.core.scheduler import Transition, advance, explain_skips, route_event
 from tests.unit.test_operators import WHERES, model_holds, nodes
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -79,6 +79,23 @@ def test_where_routes_matching_events_and_skips_the_rest_with_the_pattern() -> N
     assert routes == []
     assert skips[0].pipeline == "p"
     assert '{"status": ["ok"]}' in skips[0].reason and where.where_key in skips[0].reason
+
+
+def test_explain_skips_name_the_missed_patterns_newest_first() -> None:
+    loud, quiet = A.where(OK), A.where({"level": [{"numeric": [">", 3]}]})
+    p = Pipeline("p", (loud | quiet) & B, JOB, skip_unchanged=True)
+    history = [
+        (event(A, 1, extra={"status": "bad", "level": 1}), ()),
+        (event(A, 2, extra={"status": "ok"}), ()),  # matches: not a skip
+        (event(B, 3, version="v1"), ()),  # consumed already
+        (event(A, 4, extra={"level": 2}), ()),
+    ]
+    skips = explain_skips(p, history, consumed_versions={("p", B.uri, "v1")})
+    assert [s["event_id"] for s in skips] == ["e00004", "e00003", "e00001"]
+    assert [m["pattern"] for m in skips[0]["missed"]] == [OK, {"level": [{"numeric": [">", 3]}]}]
+    assert {m["key"] for m in skips[2]["missed"]} == {loud.where_key, quiet.where_key}
+    assert "missed" not in skips[1] and "skip_unchanged" in skips[1]["reason"]
+    assert skips[0]["timestamp"] == "2026-11-21T08:00:04.000000Z" and skips[0]["asset"] == A.uri
 
 
 def test_where_matches_a_watcher_events_payload() -> None:

@@ -166,9 +166,15 @@ SCHEMAS: dict[str, Any] = {
     },
     "BackfillRequest": {
         "type": "object",
-        "required": ["start", "end"],
+        "description": "start and end are required unless stale is true",
         "additionalProperties": False,
         "properties": {
+            "stale": {
+                "type": "boolean",
+                "default": False,
+                "description": "re-run the successful runs another code_version of the job made; "
+                "start and end then bound when those were made",
+            },
             "start": {"type": "string", "example": "2026-11-20T00:00:00Z"},
             "end": {
                 "type": "string",

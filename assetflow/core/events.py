@@ -191,6 +191,10 @@ class Run:
     triggered_by: str | None = None
     conf: Mapping[str, Any] | None = None
     replay_of: str | None = None
+    #: The job's ``code_version`` when the run was made (None: the job declares none).
+    code_version: str | None = None
+    #: The run whose outputs this one makes again with the current code (``backfill --stale``).
+    rerun_of: str | None = None
 
     def __post_init__(self) -> None:
         for name, moment in (("created_at", self.created_at), ("scheduled_time", self.scheduled_time)):
@@ -217,7 +221,10 @@ class Run:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf`` (and a replay's ``replay_of``)."""
+        """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf``; others only when set.
+
+        Those are ``replay_of``, ``code_version`` and ``rerun_of``.
+        """
         doc: dict[str, Any] = {
             "run_id": self.run_id,
             "pipeline": self.pipeline,
@@ -235,6 +242,10 @@ class Run:
         }
         if self.replay_of is not None:
             doc["replay_of"] = self.replay_of
+        if self.code_version is not None:
+            doc["code_version"] = self.code_version
+        if self.rerun_of is not None:
+            doc["rerun_of"] = self.rerun_of
         return doc
 
     @classmethod
@@ -263,6 +274,8 @@ class Run:
                 triggered_by=doc.get("triggered_by"),
                 conf=doc.get("conf"),
                 replay_of=doc.get("replay_of"),
+                code_version=doc.get("code_version"),
+                rerun_of=doc.get("rerun_of"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DocumentError(f"invalid run document: {exc}") from exc

@@ -539,6 +539,7 @@ def _take_runs(
             partition_key=key or state.key or None,
             triggering_asset_events=group_events(e.event for e in events),
             scheduled_time=scheduled,
+            code_version=pipeline.job.code_version,
         )
 
     if taken is None:

@@ -6,6 +6,8 @@ timestamp in ``[start, end)`` arrives at its own timestamp, every tick of the ti
 its time, and a debounce or max-wait deadline inside the window wakes the queue as a wake-up would. Capacity is
 not simulated (``max_active_runs`` applies when the runs are created: they wait queued for a slot), nor are
 pauses; failure and late entries are not stored events, so ``a.failed()`` and ``late(a)`` never hold here.
+``where``, ``then``, ``key=`` and ``skip_unchanged`` decide as they do live (a version a planned run consumed is
+skipped later in the window).
 
 Run ids derive from what a run holds (its queue key, tick and events), so backfilling the same window twice
 plans the same runs, and a store that creates each run once makes no duplicates.
@@ -99,8 +101,12 @@ def plan_backfill(
     runs: list[PlannedRun] = []
     skipped: list[Skip] = []
 
+    consumed: set[tuple[str, str, str]] = set()
+
     def step(key: str, at: datetime, transition: Transition) -> None:
         states[key] = transition.after
+        # skip_unchanged: a version a planned run consumed is not run again later in the window
+        consumed.update((pipeline.id, asset, version) for asset, version in transition.consumed_versions)
         for run in transition.runs:
             planned_events = run.triggering_events
             runs.append(
@@ -137,7 +143,7 @@ def plan_backfill(
         if arrived is None:
             feed("", at, tick=at)
             continue
-        routes, skips = route_event(arrived, [(pipeline, aliases)])
+        routes, skips = route_event(arrived, [(pipeline, aliases)], consumed_versions=consumed)
         skipped.extend(skips)
         for route in routes:
             feed(route.key, at, entries=[route.entry(arrived)])

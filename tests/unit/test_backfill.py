@@ -140,3 +140,22 @@ def test_code_version_is_validated_and_kept_in_the_catalog_and_on_runs() -> None
     made = run(9, RunState.SUCCESS, "7", rerun_of="r1")
     assert Run.from_json(made.to_json()) == made
     assert {"code_version", "rerun_of"}.isdisjoint(run(1, RunState.SUCCESS, None).to_json())
+
+
+def test_backfill_decides_with_the_event_operators_as_live() -> None:
+    a, b = Asset("x-a://orders"), Asset("x-a://payments")
+    events = [
+        AssetEvent(a.uri, "e1", T0 + timedelta(seconds=1), {"amount": 5}, {"type": "api"}, version="v1"),
+        AssetEvent(a.uri, "e2", T0 + timedelta(seconds=2), {"amount": 500}, {"type": "api"}, version="v1"),
+        AssetEvent(b.uri, "e3", T0 + timedelta(seconds=3), {}, {"type": "api"}),
+        AssetEvent(a.uri, "e4", T0 + timedelta(seconds=4), {"amount": 900}, {"type": "api"}, version="v1"),
+        AssetEvent(a.uri, "e5", T0 + timedelta(seconds=5), {"amount": 900}, {"type": "api"}, version="v2"),
+        AssetEvent(b.uri, "e6", T0 + timedelta(seconds=6), {}, {"type": "api"}),
+    ]
+    big = a.where({"amount": [{"numeric": [">", 100]}]})
+    pipeline = Pipeline("p", big.then(b), SparkJob("jobs/p.py"), skip_unchanged=True)
+    plan = plan_backfill(pipeline, [(e, ()) for e in events], start=T0, end=T0 + timedelta(minutes=1))
+    assert [[e.id for e in r.events] for r in plan.runs] == [["e2", "e3"], ["e5", "e6"]]
+    reasons = [s.reason for s in plan.skipped]
+    assert "matches none of the schedule's patterns" in reasons[0]  # e1
+    assert "version 'v1'" in reasons[1] and "skip_unchanged" in reasons[1]  # e4

@@ -466,8 +466,10 @@ class PipelineStore(Protocol):
         """Remember that a catalog with this digest was announced."""
         ...
 
-    def consumed_versions(self, triples: Sequence[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
-        """Which of these (pipeline, asset, version) triples a run consumed already (``skip_unchanged``).
+    def consumed_versions(
+        self, triples: Sequence[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], frozenset[str]]:
+        """Which of these (pipeline, asset, version) triples a run consumed already, with the event ids it took.
 
         Raises:
             StoreUnavailableError: throttled; retry.
@@ -475,9 +477,14 @@ class PipelineStore(Protocol):
         ...
 
     def record_consumed_versions(
-        self, pipeline: str, versions: Sequence[tuple[str, str]], *, run_id: str, now: datetime
+        self,
+        pipeline: str,
+        versions: Mapping[tuple[str, str], Sequence[str]],
+        *,
+        run_id: str,
+        now: datetime,
     ) -> None:
-        """Remember the (asset, version) pairs a run of a ``skip_unchanged`` pipeline consumed (idempotent)."""
+        """Remember the (asset, version) pairs a ``skip_unchanged`` pipeline's run consumed, with their event ids."""
         ...
 
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:

@@ -281,7 +281,7 @@ class Evaluator:
             for pipeline, _ in self.catalog.consumers(event.asset, aliases.get(event.asset, []))
             if pipeline.skip_unchanged
         ]
-        return self.store.consumed_versions(triples) if triples else set()
+        return set(self.store.consumed_versions(triples)) if triples else set()
 
     def _record_versions(self, pipeline: Pipeline, runs: Iterable[Run]) -> None:
         """Remember the data versions each new run of a ``skip_unchanged`` pipeline consumes.
@@ -292,13 +292,10 @@ class Evaluator:
         if not pipeline.skip_unchanged:
             return
         for run in runs:
-            versions = sorted(
-                {
-                    (e.asset, e.version)
-                    for e in run.triggering_events
-                    if e.version is not None and entry_kind(e) == "event"
-                }
-            )
+            versions: dict[tuple[str, str], list[str]] = {}
+            for e in run.triggering_events:
+                if e.version is not None and entry_kind(e) == "event":
+                    versions.setdefault((e.asset, e.version), []).append(e.id)
             if versions:
                 self.store.record_consumed_versions(
                     pipeline.id, versions, run_id=run.run_id, now=self.clock()

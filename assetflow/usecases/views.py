@@ -255,11 +255,14 @@ def recent_skips(store: Store, catalog: Catalog, pipeline: Pipeline) -> list[dic
             continue
         page = store.list_events(uri, limit=RECENT_EVENTS)
         events += [(AssetEvent.from_json(doc), aliases) for doc in page.items]
-    consumed: set[tuple[str, str, str]] = set()
+    consumed: dict[tuple[str, str, str], frozenset[str]] = {}
     if pipeline.skip_unchanged:
         consumed = store.consumed_versions(
             [(pipeline.id, e.asset, e.version) for e, _ in events if e.version is not None]
         )
+        # an event a run took is no skip, though its version now reads as consumed
+        taken = frozenset().union(*consumed.values()) if consumed else frozenset()
+        events = [(e, a) for e, a in events if e.id not in taken]
     return explain_skips(pipeline, events, consumed_versions=consumed)
 
 

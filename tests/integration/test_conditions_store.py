@@ -240,6 +240,10 @@ def test_skip_unchanged_runs_once_per_version_from_the_api_and_from_the_job(make
     assert len(world.runs(ETL.id)) == 1
     assert any("version 'etag-1'" in s.reason and "skip_unchanged" in s.reason for s in evaluation.skipped)
     assert world.store.list_events(ORDERS.uri).items[0]["id"] == repeated.id  # still recorded
+    # explain lists the two events of etag-1 that were skipped, not the one the run took
+    explained = views.explain(world.store, world.evaluator.catalog, ETL.id, now=world.clock())
+    assert [s["event_id"] for s in explained["skipped"]] == [repeated.id, again.id]
+    assert all("version 'etag-1'" in s["reason"] for s in explained["skipped"])
 
     world.deliver(world.emit(ORDERS, {"n": 4}, version="etag-2"))
     assert len(world.runs(ETL.id)) == 2

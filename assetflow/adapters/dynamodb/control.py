@@ -19,7 +19,7 @@ Items (beside the queues' ``PIPELINE#<id>`` heads):
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -390,20 +390,32 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
             "sk": str_attr(sort_key("VERSION#", f"{asset}\x1f{version}")),
         }
 
-    def consumed_versions(self, triples: Sequence[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
-        """Which (pipeline, asset, version) triples a run consumed already: one batched read."""
+    def consumed_versions(
+        self, triples: Sequence[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], frozenset[str]]:
+        """Which (pipeline, asset, version) triples a run consumed already, each with the events it took: one read."""
         unique = list(dict.fromkeys(triples))
         if not unique:
-            return set()
+            return {}
         keys = {t: self._version_key(*t) for t in unique}
         found = self._batch_get(list(keys.values()))
-        return {t for t, k in keys.items() if (k["pk"]["S"], k["sk"]["S"]) in found}
+        consumed: dict[tuple[str, str, str], frozenset[str]] = {}
+        for triple, key in keys.items():
+            item = found.get((key["pk"]["S"], key["sk"]["S"]))
+            if item is not None:
+                consumed[triple] = frozenset(i["S"] for i in item.get("event_ids", {}).get("L", []))
+        return consumed
 
     def record_consumed_versions(
-        self, pipeline: str, versions: Sequence[tuple[str, str]], *, run_id: str, now: datetime
+        self,
+        pipeline: str,
+        versions: Mapping[tuple[str, str], Sequence[str]],
+        *,
+        run_id: str,
+        now: datetime,
     ) -> None:
-        """Remember the (asset, version) pairs a run of a ``skip_unchanged`` pipeline consumed (idempotent)."""
-        for asset, version in dict.fromkeys(versions):
+        """Remember the (asset, version) pairs a run of a ``skip_unchanged`` pipeline consumed, with the events."""
+        for (asset, version), event_ids in versions.items():
             self._call(
                 "put_item",
                 TableName=self.table,
@@ -412,6 +424,7 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                     "asset": str_attr(asset),
                     "version": str_attr(version),
                     "run_id": str_attr(run_id),
+                    "event_ids": {"L": [str_attr(i) for i in list(dict.fromkeys(event_ids))[:100]]},
                     "at": str_attr(format_timestamp(now)),
                 },
             )

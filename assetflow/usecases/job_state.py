@@ -241,7 +241,7 @@ class RunStates:
         if new is RunState.SUCCESS and run.state is RunState.SUCCESS:
             self._emit_outlets(run, result)
         if new is RunState.FAILED and run.state is RunState.FAILED:
-            result.failures = self._route_failures(run)
+            result.failures = self.route_failures(run)
         if not new.active and not run.state.active:
             result.released = self._release(run)
         return result
@@ -385,7 +385,7 @@ class RunStates:
         logger.error("outlet extra refused", extra={"event_id": event_id, "reason": reason})
         return {}, None
 
-    def _route_failures(self, run: Run) -> Evaluation | None:
+    def route_failures(self, run: Run) -> Evaluation | None:
         """Route a failed run's failure entries to the pipelines that ask for ``a.failed()`` of its outlets.
 
         Also on a redelivered FAILED: the entries' ids derive from (run, asset), so a queue that has them

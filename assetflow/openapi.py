@@ -283,6 +283,14 @@ SCHEMAS: dict[str, Any] = {
                 "description": "the run's configuration (dag_run.conf)",
             },
             "replay_of": {"type": "string", "description": "the run a replay repeats (replays only)"},
+            "code_version": {
+                "type": "string",
+                "description": "the job's code_version when the run was made (jobs that declare one)",
+            },
+            "rerun_of": {
+                "type": "string",
+                "description": "the run whose outputs a stale backfill makes again (backfill --stale only)",
+            },
             "triggering_asset_events": {
                 "type": "object",
                 "additionalProperties": {

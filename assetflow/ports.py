@@ -644,6 +644,15 @@ class ExtrasStore(Protocol):
         """
         ...
 
+    def load(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        """An event's whole extra: the one it references, read back, or itself when it is inline.
+
+        Raises:
+            StoreUnavailableError: throttled or unreachable; retry.
+            AssetflowError: the reference is malformed, or its object is missing or altered.
+        """
+        ...
+
 
 __all__ = [
     "Accepted",

@@ -175,6 +175,15 @@ def _plan(condition: Condition) -> _Plan:
     )
 
 
+def routes_on_content(pipeline: Pipeline) -> bool:
+    """Whether routing reads an event's extra for this pipeline (a where-node, or a queue key read from it)."""
+    schedule = pipeline.schedule
+    if isinstance(schedule, PartitionedAssetSchedule) and schedule.key_field is not None:
+        return True
+    plan = _plan(pipeline.condition)
+    return bool(plan.wheres_of_asset or plan.wheres_of_alias)
+
+
 def extra_value(extra: Mapping[str, Any], path: str) -> Any:
     """The value at a dotted path of an event's extra, else of its message payload (``extra["payload"]``)."""
     value = extract_field(extra, path)
@@ -595,5 +604,6 @@ __all__ = [
     "extra_matches",
     "extra_value",
     "route_event",
+    "routes_on_content",
     "run_id_for",
 ]

@@ -246,7 +246,7 @@ def get_quarantine(params: Params) -> dict[str, Any]:
 def get_explain(params: Params, pipeline_id: str) -> dict[str, Any]:
     """Why the pipeline runs or waits now (the evaluator's own decision)."""
     deps = _deps()
-    return views.explain(deps.store, deps.catalog, pipeline_id, now=utc_now())
+    return views.explain(deps.store, deps.catalog, pipeline_id, now=utc_now(), extras=deps.extras)
 
 
 def _optional_body() -> object:

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,9 +25,10 @@ from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, StoredQueue
-from assetflow.core.scheduler import QueueEntry, QueueState, Skip, advance, route_event
+from assetflow.core.scheduler import QueueEntry, QueueState, Skip, advance, route_event, routes_on_content
 from assetflow.ports import (
     Clock,
+    ExtrasStore,
     Launcher,
     ListenerBus,
     NoWakeUps,
@@ -38,6 +39,7 @@ from assetflow.ports import (
     WakeUps,
 )
 from assetflow.usecases.submit import Submitter
+from assetflow_job.contract import REF_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +106,11 @@ class Evaluator:
         rng: random.Random | None = None,
         submit_workers: int = 8,
         sweep_seconds: float = 60.0,
+        extras: ExtrasStore | None = None,
     ) -> None:
         self.catalog = catalog
+        #: Reads back extras stored by reference, for consumers that route on content (where, key=).
+        self.extras = extras
         self.store = store
         self.bus = bus or NullBus()
         #: One-shot re-evaluations at a debounce or max-wait deadline (``Transition.wake_at``).
@@ -245,7 +250,9 @@ class Evaluator:
         consumed = self._consumed_versions(events, aliases)
         for event in events:
             consumers = self.catalog.consumers(event.asset, aliases.get(event.asset, []))
-            routes, skips = route_event(event, consumers, consumed_versions=consumed)
+            routes, skips = route_event(
+                self._content(event, consumers), consumers, consumed_versions=consumed
+            )
             if event.version is not None:
                 # A second event of this version in the batch is the same data: the first one's run takes it.
                 consumed |= {(r.pipeline, event.asset, event.version) for r in routes if r.counted}
@@ -260,7 +267,7 @@ class Evaluator:
                         "reason": skip.reason,
                     },
                 )
-            for route in routes:
+            for route in routes:  # entries of the stored event (a reference stays a reference)
                 group = groups.setdefault(
                     (route.pipeline, route.key), _Group(self.catalog.pipelines[route.pipeline], route.key)
                 )
@@ -269,6 +276,22 @@ class Evaluator:
                 result.pipelines_of.setdefault(event.id, []).append(route.pipeline)
                 first_routed.setdefault(route.pipeline, event.id)
         return groups, first_routed
+
+    def _content(
+        self, event: AssetEvent, consumers: Sequence[tuple[Pipeline, tuple[str, ...]]]
+    ) -> AssetEvent:
+        """The event with its whole extra when a consumer routes on content and the extra is stored by reference.
+
+        Routing decides with it; the queue entries keep the stored event (its reference), as every view shows it.
+
+        Raises:
+            StoreUnavailableError: the extra could not be read now; the record comes back.
+        """
+        if self.extras is None or REF_KEY not in event.extra:
+            return event
+        if not any(routes_on_content(pipeline) for pipeline, _ in consumers):
+            return event
+        return replace(event, extra=self.extras.load(event.extra))
 
     def _consumed_versions(
         self, events: Sequence[AssetEvent], aliases: Mapping[str, list[str]]

@@ -7,6 +7,7 @@ import binascii
 import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,9 +20,10 @@ from assetflow.core.events import AssetEvent, parse_timestamp
 from assetflow.core.expectations import asset_health
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import explain_from_head
-from assetflow.core.scheduler import explain_skips
-from assetflow.ports import Page, Store
+from assetflow.core.scheduler import explain_skips, routes_on_content
+from assetflow.ports import ExtrasStore, Page, Store
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
+from assetflow_job.contract import REF_KEY
 
 DEFAULT_RUNS_LIMIT = 50
 _RUN_READERS = 8
@@ -183,12 +185,18 @@ def list_queue(
 
 
 def explain(
-    store: Store, catalog: Catalog, pipeline_id: str, *, now: datetime | None = None
+    store: Store,
+    catalog: Catalog,
+    pipeline_id: str,
+    *,
+    now: datetime | None = None,
+    extras: ExtrasStore | None = None,
 ) -> dict[str, Any]:
     """Why the pipeline runs or waits now: DESIGN §5's explain JSON, from the decision the evaluator takes.
 
     The queues, the active runs and the paused flag are read from the store; ``held_runs`` adds how many
-    operator-made runs (manual, replayed, backfilled) wait for a slot.
+    operator-made runs (manual, replayed, backfilled) wait for a slot. For pipelines that can skip events,
+    ``skipped`` lists the newest ones they did (``recent_skips``; ``extras`` reads large extras back).
 
     Raises:
         NotFoundError: no such pipeline in the catalog.
@@ -218,7 +226,7 @@ def explain(
     result = combine_explains(pipeline, docs)
     result["held_runs"] = len(store.held_runs(pipeline.id))
     if _can_skip(pipeline):
-        result["skipped"] = recent_skips(store, catalog, pipeline)
+        result["skipped"] = recent_skips(store, catalog, pipeline, extras=extras)
         _mark_misses(result.get("condition"), result["skipped"])
     return result
 
@@ -237,10 +245,14 @@ def _can_skip(pipeline: Pipeline) -> bool:
     )
 
 
-def recent_skips(store: Store, catalog: Catalog, pipeline: Pipeline) -> list[dict[str, Any]]:
+def recent_skips(
+    store: Store, catalog: Catalog, pipeline: Pipeline, *, extras: ExtrasStore | None = None
+) -> list[dict[str, Any]]:
     """The newest events of the pipeline's assets that it recorded but did not queue, each with why.
 
-    For a where-node the skip names the patterns the event's extra missed (``missed``: key and pattern).
+    For a where-node the skip names the patterns the event's extra missed (``missed``: key and pattern). An
+    event whose extra is stored by reference is judged on the whole extra (read back with ``extras``), as the
+    evaluator judged it; without ``extras`` it is left out rather than misjudged.
     """
     uris: dict[str, None] = {}
     for node in pipeline.condition.iter_nodes():
@@ -254,7 +266,13 @@ def recent_skips(store: Store, catalog: Catalog, pipeline: Pipeline) -> list[dic
         if aliases is None:
             continue
         page = store.list_events(uri, limit=RECENT_EVENTS)
-        events += [(AssetEvent.from_json(doc), aliases) for doc in page.items]
+        for doc in page.items:
+            event = AssetEvent.from_json(doc)
+            if REF_KEY in event.extra and routes_on_content(pipeline):
+                if extras is None:
+                    continue
+                event = replace(event, extra=extras.load(event.extra))
+            events.append((event, aliases))
     consumed: dict[tuple[str, str, str], frozenset[str]] = {}
     if pipeline.skip_unchanged:
         consumed = store.consumed_versions(

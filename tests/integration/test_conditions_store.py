@@ -18,6 +18,7 @@ import assetflow_job
 from assetflow import Asset, PartitionedAssetSchedule, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.emr import EmrServerlessLauncher, S3RunOutputs
+from assetflow.adapters.extras import S3ExtrasStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.events import AssetEvent, RunState
 from assetflow.usecases import views
@@ -67,10 +68,11 @@ class World:
     evaluator: Evaluator
     states: RunStates
     clock: Clock
+    extras: S3ExtrasStore
 
     def emit(self, asset: Asset, extra: dict[str, Any] | None = None, **fields: Any) -> AssetEvent:
         """An event through the API's use case (as `assetflow events emit` and POST /assets/events make it)."""
-        request = parse_emit_request({"uri": asset.uri, "extra": extra or {}, **fields})
+        request = parse_emit_request({"uri": asset.uri, "extra": extra or {}, **fields}, by_reference=True)
         result = emit_event(
             self.store,
             self.evaluator.catalog,
@@ -78,6 +80,7 @@ class World:
             principal="test",
             request_id=_name("req"),
             now=self.clock(),
+            extras=self.extras,
         )
         return result.event
 
@@ -131,12 +134,14 @@ def make_world(dynamodb_client: Any, s3_client: Any, emr_serverless_client: Any)
             path_map={"s3://lake/": "/tmp/lake/"},
         )
         clock = Clock()
+        extras = S3ExtrasStore(s3_client, bucket)
         evaluator = Evaluator(
             catalog=Catalog.build(pipelines),
             store=store,
             launcher=launcher,
             clock=clock,
             sleep=lambda _: None,
+            extras=extras,
         )
         states = RunStates(
             catalog=evaluator.catalog,
@@ -146,7 +151,9 @@ def make_world(dynamodb_client: Any, s3_client: Any, emr_serverless_client: Any)
             clock=clock,
             job_lookup=launcher.run_id_of_job,
         )
-        return World(store, s3_client, emr_serverless_client, application_id, evaluator, states, clock)
+        return World(
+            store, s3_client, emr_serverless_client, application_id, evaluator, states, clock, extras
+        )
 
     yield make
     for table in tables:
@@ -300,3 +307,25 @@ def test_explain_of_a_plain_pipeline_reads_no_events(make_world: Any) -> None:
     world.deliver(world.emit(ORDERS, {"amount": 5}))
     explained = views.explain(world.store, world.evaluator.catalog, "plain", now=world.clock())
     assert "skipped" not in explained and explained["missing"] == [PAYMENTS.uri]
+
+
+def test_a_large_extra_stored_by_reference_is_routed_on_its_whole_content(make_world: Any) -> None:
+    world = make_world(BIG_ORDERS, PER_TENANT)
+    padding = "x" * 40_000  # over the 32 KiB kept inline: the extra goes to S3, the event holds a reference
+    small = world.emit(ORDERS, {"amount": 5, "tenant": "acme", "notes": padding})
+    big = world.emit(ORDERS, {"amount": 500, "tenant": "acme", "notes": padding})
+    assert "extra_ref" in small.extra and "amount" not in small.extra
+
+    world.deliver(small, big)
+
+    (run,) = world.runs(BIG_ORDERS.id)
+    (taken,) = run.triggering_events
+    assert taken.id == big.id and "extra_ref" in taken.extra  # the run carries the reference, as stored
+    queued = world.store.list_queue(PER_TENANT.id)
+    assert [row["queue_key"] for row in queued] == ["acme", "acme"]  # key= read from the whole extra
+    explained = views.explain(
+        world.store, world.evaluator.catalog, BIG_ORDERS.id, now=world.clock(), extras=world.extras
+    )
+    assert [s["event_id"] for s in explained["skipped"]] == [small.id]
+    unread = views.explain(world.store, world.evaluator.catalog, BIG_ORDERS.id, now=world.clock())
+    assert unread["skipped"] == []  # without the extras store it does not guess

@@ -476,17 +476,6 @@ class PipelineStore(Protocol):
         """
         ...
 
-    def record_consumed_versions(
-        self,
-        pipeline: str,
-        versions: Mapping[tuple[str, str], Sequence[str]],
-        *,
-        run_id: str,
-        now: datetime,
-    ) -> None:
-        """Remember the (asset, version) pairs a ``skip_unchanged`` pipeline's run consumed, with their event ids."""
-        ...
-
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
         ...

@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "write units price transactions as AWS bills them (2 per KB per item plus index entries); reads "
             "that find nothing at AWS's minimum; see benchmarks/_counting.py",
             "skip_unchanged adds one BatchGetItem of the consumed-version facts per batch with versioned events, "
-            "and a PutItem per version a run consumes",
+            "and one conditional put per version a run consumes, inside the run's transaction",
         ],
         started=began,
     )

@@ -20,7 +20,6 @@ from typing import Any
 
 from assetflow.core import listeners
 from assetflow.core.catalog import Catalog
-from assetflow.core.entries import entry_kind
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
@@ -306,24 +305,6 @@ class Evaluator:
         ]
         return set(self.store.consumed_versions(triples)) if triples else set()
 
-    def _record_versions(self, pipeline: Pipeline, runs: Iterable[Run]) -> None:
-        """Remember the data versions each new run of a ``skip_unchanged`` pipeline consumes.
-
-        Written after the run's transaction (idempotent puts): should this die in between, a later event of
-        the same version may make one more run, never fewer.
-        """
-        if not pipeline.skip_unchanged:
-            return
-        for run in runs:
-            versions: dict[tuple[str, str], list[str]] = {}
-            for e in run.triggering_events:
-                if e.version is not None and entry_kind(e) == "event":
-                    versions.setdefault((e.asset, e.version), []).append(e.id)
-            if versions:
-                self.store.record_consumed_versions(
-                    pipeline.id, versions, run_id=run.run_id, now=self.clock()
-                )
-
     def _advance_groups(self, groups: Mapping[tuple[str, str], _Group], result: Evaluation) -> None:
         if not groups:
             return
@@ -416,7 +397,6 @@ class Evaluator:
                         self.wakeups.wake_at(pipeline.id, key, transition.wake_at)
                     if transition.changed:
                         self.store.apply(pipeline, stored, transition)
-                        self._record_versions(pipeline, transition.runs)
                     known = stored.after(pipeline, transition)
                     head = known.head()
                     active += len(transition.runs)
@@ -444,6 +424,7 @@ class Evaluator:
                     [(pipeline.id, key, [e.event.id for e in pending])]
                 )[(pipeline.id, key)]
                 still = [e for e in pending if e.event.id not in snapshot.seen]
+                still = self._unconsumed(pipeline, still, result)
                 applied += len(pending) - len(still)
                 pending, head, active = still, snapshot.head, snapshot.active_runs
                 known = self._known(pipeline, key, head)
@@ -454,6 +435,37 @@ class Evaluator:
             pending = pending[len(part) :]
             applied += len(part)
         return created
+
+    def _unconsumed(
+        self, pipeline: Pipeline, entries: list[QueueEntry], result: Evaluation
+    ) -> list[QueueEntry]:
+        """After a lost race, the entries whose data version no run of a ``skip_unchanged`` pipeline took meanwhile.
+
+        The run-creating transaction records each version it consumes only if no run took it yet, so a racing
+        evaluator's run of the same version cancels this one's transaction: its entries of that version are
+        skipped now (one batched read, only for versioned entries of such pipelines).
+        """
+        if not pipeline.skip_unchanged:
+            return entries
+        versioned = [e for e in entries if e.event.version is not None and e.kind == "event"]
+        if not versioned:
+            return entries
+        taken = self.store.consumed_versions(
+            [(pipeline.id, e.event.asset, e.event.version or "") for e in versioned]
+        )
+        kept: list[QueueEntry] = []
+        for entry in entries:
+            if (pipeline.id, entry.event.asset, entry.event.version) in taken:
+                result.skipped.append(
+                    Skip(
+                        pipeline.id,
+                        f"version {entry.event.version!r} of {entry.event.asset} was consumed already "
+                        "(skip_unchanged)",
+                    )
+                )
+            else:
+                kept.append(entry)
+        return kept
 
     @staticmethod
     def _known(pipeline: Pipeline, key: str, head: QueueHead) -> StoredQueue | None:

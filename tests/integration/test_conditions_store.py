@@ -6,6 +6,8 @@ the run contexts and outlet metadata, which the job-side helper writes as a job 
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -329,3 +331,92 @@ def test_a_large_extra_stored_by_reference_is_routed_on_its_whole_content(make_w
     assert [s["event_id"] for s in explained["skipped"]] == [small.id]
     unread = views.explain(world.store, world.evaluator.catalog, BIG_ORDERS.id, now=world.clock())
     assert unread["skipped"] == []  # without the extras store it does not guess
+
+
+class _MeetAfterReading:
+    """The store, but every evaluator waits for the other after reading its queues: both judge the same state."""
+
+    def __init__(self, store: DynamoDbStore, barrier: threading.Barrier) -> None:
+        self._store, self._barrier, self._met = store, barrier, False
+
+    def read_queue_snapshots(self, *args: Any, **kwargs: Any) -> Any:
+        found = self._store.read_queue_snapshots(*args, **kwargs)
+        if not self._met:  # the first read only: a retry's read comes after the other has written
+            self._met = True
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self._barrier.wait(timeout=10)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+KEYED = Pipeline(
+    "keyed_versions", schedule=PartitionedAssetSchedule(ORDERS, key="tenant"), job=JOB, skip_unchanged=True
+)
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "tenants"),
+    [(ETL, ("x", "x")), (KEYED, ("x", "y"))],
+    ids=["one queue", "two queues of one pipeline"],
+)
+def test_racing_evaluators_make_one_run_per_version(
+    make_world: Any, pipeline: Pipeline, tenants: tuple[str, str]
+) -> None:
+    # Two evaluators judge two events of one version at once; on one queue the head's version makes one lose,
+    # on two queues (tenants) only the consumed-version fact's condition in the run's transaction does.
+    world = make_world(pipeline)
+    for round_ in range(3):
+        version = f"snap-{round_}"
+        one = world.emit(ORDERS, {"n": 1, "tenant": tenants[0]}, version=version)
+        other = world.emit(ORDERS, {"n": 2, "tenant": tenants[1]}, version=version)
+        barrier = threading.Barrier(2)
+        evaluators = [
+            Evaluator(
+                catalog=world.evaluator.catalog,
+                store=_MeetAfterReading(world.store, barrier),  # type: ignore[arg-type]
+                launcher=world.evaluator.launcher,
+                clock=world.clock,
+                sleep=lambda _: None,
+            )
+            for _ in range(2)
+        ]
+        results: list[Any] = [None, None]
+
+        def handle(
+            i: int, event: AssetEvent, evaluators: list[Evaluator] = evaluators, results: list[Any] = results
+        ) -> None:
+            results[i] = evaluators[i].handle_batch([event])
+
+        threads = [threading.Thread(target=handle, args=(i, e)) for i, e in enumerate((one, other))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+
+        assert all(r is not None and not r.failed for r in results)
+        made = [r for r in world.runs(pipeline.id) if r.triggering_events[0].version == version]
+        assert len(made) == 1, f"round {round_}: {len(made)} runs of {version}"
+        assert sum(any("skip_unchanged" in s.reason for s in r.skipped) for r in results) == 1
+        world.end(made[0].run_id, "SUCCESS")
+
+
+def test_a_version_consumed_elsewhere_never_blocks_an_entry_queued_before(make_world: Any) -> None:
+    both = Pipeline(
+        "both_versions",
+        schedule=PartitionedAssetSchedule(ORDERS & PAYMENTS, key="tenant"),
+        job=JOB,
+        skip_unchanged=True,
+    )
+    world = make_world(both)
+    world.deliver(world.emit(ORDERS, {"tenant": "x"}, version="v1"))  # x waits for a payment
+    world.deliver(world.emit(ORDERS, {"tenant": "y"}, version="v1"))  # judged before any run took v1: queued
+    world.deliver(world.emit(PAYMENTS, {"tenant": "y"}))
+    assert [r.partition_key for r in world.runs(both.id)] == ["y"]  # y's run consumed v1
+
+    evaluation = world.deliver(world.emit(PAYMENTS, {"tenant": "x"}))
+
+    assert not evaluation.failed
+    assert sorted(r.partition_key for r in world.runs(both.id)) == ["x", "y"]  # x's queue is not stuck
+    assert world.store.list_queue(both.id) == []

@@ -316,6 +316,7 @@ class Dependencies:
             bus=self.bus,
             clock=utc_now,
             wakeups=self.wakeups,
+            extras=self.extras,
         )
 
     @cached_property

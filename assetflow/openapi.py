@@ -106,6 +106,14 @@ SCHEMAS: dict[str, Any] = {
                 "levels deep at most",
             },
             "partition_key": {"type": "string", "minLength": 1, "maxLength": 256, "nullable": True},
+            "version": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "nullable": True,
+                "description": "the data version the event stands for (an ETag, a snapshot id); "
+                "skip_unchanged pipelines run once per version",
+            },
         },
     },
     "AssetEvent": {
@@ -118,6 +126,10 @@ SCHEMAS: dict[str, Any] = {
             "extra": {"type": "object"},
             "source": {"type": "object", "description": "{type: watcher|run|api, ...}"},
             "partition_key": {"type": "string", "nullable": True},
+            "version": {
+                "type": "string",
+                "description": "present only when the event carries a data version",
+            },
         },
     },
     "Asset": {
@@ -154,9 +166,15 @@ SCHEMAS: dict[str, Any] = {
     },
     "BackfillRequest": {
         "type": "object",
-        "required": ["start", "end"],
+        "description": "start and end are required unless stale is true",
         "additionalProperties": False,
         "properties": {
+            "stale": {
+                "type": "boolean",
+                "default": False,
+                "description": "re-run the successful runs another code_version of the job made; "
+                "start and end then bound when those were made",
+            },
             "start": {"type": "string", "example": "2026-11-20T00:00:00Z"},
             "end": {
                 "type": "string",
@@ -265,6 +283,14 @@ SCHEMAS: dict[str, Any] = {
                 "description": "the run's configuration (dag_run.conf)",
             },
             "replay_of": {"type": "string", "description": "the run a replay repeats (replays only)"},
+            "code_version": {
+                "type": "string",
+                "description": "the job's code_version when the run was made (jobs that declare one)",
+            },
+            "rerun_of": {
+                "type": "string",
+                "description": "the run whose outputs a stale backfill makes again (backfill --stale only)",
+            },
             "triggering_asset_events": {
                 "type": "object",
                 "additionalProperties": {

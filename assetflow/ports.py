@@ -466,6 +466,16 @@ class PipelineStore(Protocol):
         """Remember that a catalog with this digest was announced."""
         ...
 
+    def consumed_versions(
+        self, triples: Sequence[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], frozenset[str]]:
+        """Which of these (pipeline, asset, version) triples a run consumed already, with the event ids it took.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
         ...
@@ -620,6 +630,15 @@ class ExtrasStore(Protocol):
 
         Raises:
             StoreUnavailableError: throttled or unreachable; retry.
+        """
+        ...
+
+    def load(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        """An event's whole extra: the one it references, read back, or itself when it is inline.
+
+        Raises:
+            StoreUnavailableError: throttled or unreachable; retry.
+            AssetflowError: the reference is malformed, or its object is missing or altered.
         """
         ...
 

@@ -406,7 +406,12 @@ def cmd_events_emit(args: argparse.Namespace) -> int:
     with _view_errors(args):
         extra = requests.parse_body(args.extra) if args.extra is not None else None
         request = requests.parse_emit_request(
-            {"uri": args.uri, "extra": extra, "partition_key": args.partition_key}
+            {
+                "uri": args.uri,
+                "extra": extra,
+                "partition_key": args.partition_key,
+                "version": args.data_version,
+            }
         )
         catalog = _view_catalog(args)
         store = _store(args)
@@ -641,13 +646,28 @@ def cmd_pipelines_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    """The runs the schedule would have made from the stored events in [--start, --end), in order."""
-    body = {"start": args.start, "end": args.end, "dry_run": args.dry_run}
-    print(
-        f"{'planning' if args.dry_run else 'backfilling'} {args.pipeline} over [{args.start}, {args.end})...",
-        file=sys.stderr,
-        flush=True,
-    )
+    """The runs the schedule would have made from the stored events in [--start, --end), in order.
+
+    With ``--stale``: the successful runs an older ``code_version`` of the job made, run again (``--start`` and
+    ``--end``, optional then, bound when the originals were made).
+    """
+    if not args.stale and (args.start is None or args.end is None):
+        print("assetflow backfill: --start and --end are required (or give --stale)", file=sys.stderr)
+        return EXIT_USAGE
+    body: dict[str, Any] = {"start": args.start, "end": args.end, "dry_run": args.dry_run}
+    if args.stale:
+        body["stale"] = True
+        print(
+            f"{'planning' if args.dry_run else 'backfilling'} the stale outputs of {args.pipeline}...",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        print(
+            f"{'planning' if args.dry_run else 'backfilling'} {args.pipeline} over [{args.start}, {args.end})...",
+            file=sys.stderr,
+            flush=True,
+        )
     result = _api_call(args, "POST", f"/pipelines/{_segment(args.pipeline)}/backfill", body)
     if args.json:
         _print_json(result)
@@ -663,6 +683,27 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         ]
         for r in result["runs"]
     ]
+    if args.stale:
+        stale_rows = [
+            [
+                r["due_at"],
+                r["rerun_of"],
+                r.get("stale_code_version"),
+                r["run_id"],
+                r["state"],
+                r.get("partition_key"),
+            ]
+            for r in result["runs"]
+        ]
+        _table(
+            ("ORIGINAL MADE", "ORIGINAL RUN", "ITS CODE", "RE-RUN ID", "STATE", "PARTITION"),
+            stale_rows,
+            f"nothing is stale: every successful run is of code_version {result['code_version']}",
+        )
+        verb = "planned; nothing created" if args.dry_run else f"created, {result['existing']} already there"
+        count = len(stale_rows) if args.dry_run else result["created"]
+        print(f"{count} re-run(s) with code_version {result['code_version']} {verb}")
+        return EXIT_OK
     _table(("DUE AT", "RUN ID", "STATE", "PARTITION", "EVENTS", "TICK"), rows, "no runs in this window")
     if args.dry_run:
         planned = f"{len(rows)} run(s) planned from {result['events']} event(s) and {result['ticks']} tick(s)"
@@ -727,6 +768,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
             f"  partition {partition['key']}: {partition['updated']} of {partition['required']}, "
             f"{'due' if partition['due'] else partition['blocked_by']}"
         )
+    skipped = doc.get("skipped") or []
+    if skipped:
+        print("recent events recorded but not queued:")
+    for skip in skipped:
+        patterns = "; ".join(json.dumps(m["pattern"], sort_keys=True) for m in skip.get("missed", ()))
+        why = f"missed {patterns}" if patterns else skip["reason"]
+        print(f"  {skip['timestamp']} {skip['asset']} {skip['event_id']}: {why}")
     return EXIT_OK
 
 
@@ -1059,6 +1107,11 @@ def _view_commands(tree: _Commands) -> None:
     emit.add_argument("--extra", metavar="JSON", help="the event's extra, a JSON object")
     emit.add_argument("--partition-key", metavar="KEY", help="the event's partition key")
     emit.add_argument(
+        "--data-version",
+        metavar="V",
+        help="the data version the event stands for (skip_unchanged pipelines run once per version)",
+    )
+    emit.add_argument(
         "--idempotency-key", metavar="KEY", help="repeat the command with the same key to make one event only"
     )
     queue = tree.group("queue", "queued asset events of a pipeline")
@@ -1110,11 +1163,14 @@ def _view_commands(tree: _Commands) -> None:
         "create the runs the schedule would have made from the stored events in a window",
     )
     backfill.add_argument("pipeline", metavar="PIPELINE")
-    backfill.add_argument(
-        "--start", required=True, metavar="T", help="ISO-8601, inclusive (2026-11-20T00:00:00Z)"
-    )
-    backfill.add_argument("--end", required=True, metavar="T", help="ISO-8601, exclusive, not in the future")
+    backfill.add_argument("--start", metavar="T", help="ISO-8601, inclusive (2026-11-20T00:00:00Z)")
+    backfill.add_argument("--end", metavar="T", help="ISO-8601, exclusive, not in the future")
     backfill.add_argument("--dry-run", action="store_true", help="print the runs only; create nothing")
+    backfill.add_argument(
+        "--stale",
+        action="store_true",
+        help="re-run the successful runs that another code_version of the job made (--start/--end optional)",
+    )
     quarantine = tree.group("quarantine", "rejected messages")
     quarantine("list", cmd_quarantine_list, "rejected messages with their reasons", _STORE, _PAGING)
 

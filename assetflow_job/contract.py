@@ -70,3 +70,8 @@ def parse_timestamp(text: str, *, naive_is_utc: bool = False) -> datetime:
             raise ValueError(f"timestamp {text!r} has no UTC offset")
         return moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
+
+
+#: The longest data version an event carries (``Metadata(..., version=)``; an Iceberg snapshot id, an ETag
+#: and a SHA-256 are far shorter).
+MAX_VERSION_CHARS = 256

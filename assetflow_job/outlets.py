@@ -7,7 +7,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from assetflow_job.errors import UndeclaredOutletError
-from assetflow_job.refs import AliasRef, AssetRef, alias_name, asset_uri, json_copy, match_key, resolve_key
+from assetflow_job.refs import (
+    AliasRef,
+    AssetRef,
+    alias_name,
+    asset_uri,
+    check_version,
+    json_copy,
+    match_key,
+    resolve_key,
+)
 
 
 class AssetOutletEvent:
@@ -16,6 +25,16 @@ class AssetOutletEvent:
     def __init__(self, uri: str) -> None:
         self.asset = uri
         self._extra: dict[str, Any] = {}
+        self._version: str | None = None
+
+    @property
+    def version(self) -> str | None:
+        """The data version the job wrote (``skip_unchanged`` consumers run once per version); None: unversioned."""
+        return self._version
+
+    @version.setter
+    def version(self, value: object) -> None:
+        self._version = check_version(value)
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -127,6 +146,8 @@ class OutletEventAccessors:
             return
         event = self[AssetRef(metadata.asset)]
         event.extra = {**event.extra, **metadata.extra}
+        if getattr(metadata, "version", None) is not None:
+            event.version = metadata.version
 
     def events(self) -> list[dict[str, Any]]:
         """Return the outlet events in the contract's shape: declared assets first, then alias additions.
@@ -139,6 +160,7 @@ class OutletEventAccessors:
                 "asset": event.asset,
                 "extra": json_copy(event.extra, what=f"extra of {event.asset!r}"),
                 "alias": None,
+                **({"version": event.version} if event.version is not None else {}),
             }
             for event in self._assets.values()
         ]

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from assetflow_job.contract import MAX_VERSION_CHARS
+
 
 @dataclass(frozen=True)
 class AssetRef:
@@ -124,27 +126,55 @@ def json_copy(extra: object, *, what: str = "extra") -> dict[str, Any]:
 class Metadata:
     """Extra for one outlet event, as Airflow's ``Metadata``: with ``alias`` the asset is added to it.
 
-    ``asset`` is a URI or an asset-like object, ``alias`` a name or an alias-like object.
+    ``asset`` is a URI or an asset-like object, ``alias`` a name or an alias-like object. ``version`` is the
+    data version the job wrote (a snapshot id, a content hash): the outlet event carries it, and consumers
+    with ``skip_unchanged=True`` run once per version.
     """
 
-    __slots__ = ("alias", "asset", "extra")
+    __slots__ = ("alias", "asset", "extra", "version")
 
     def __init__(
         self,
         asset: object,
         extra: Mapping[str, Any] | None = None,
         alias: object = None,
+        *,
+        version: object = None,
     ) -> None:
         self.asset = asset_uri(asset)
         self.extra = json_copy(extra)
         self.alias = None if alias is None else alias_name(alias)
+        self.version = check_version(version)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Metadata):
             return NotImplemented
-        return (self.asset, self.extra, self.alias) == (other.asset, other.extra, other.alias)
+        return (self.asset, self.extra, self.alias, self.version) == (
+            other.asset,
+            other.extra,
+            other.alias,
+            other.version,
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Metadata(asset={self.asset!r}, extra={self.extra!r}, alias={self.alias!r})"
+        version = "" if self.version is None else f", version={self.version!r}"
+        return f"Metadata(asset={self.asset!r}, extra={self.extra!r}, alias={self.alias!r}{version})"
+
+
+def check_version(version: object) -> str | None:
+    """A data version: None, or a non-empty string of at most ``MAX_VERSION_CHARS`` (an int is turned into one).
+
+    Raises:
+        TypeError: ``version`` is neither a string nor an integer.
+        ValueError: it is empty or too long.
+    """
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, (str, int)):
+        raise TypeError(f"version must be a string (or an integer), not {type(version).__name__}")
+    text = str(version)
+    if not text or len(text) > MAX_VERSION_CHARS:
+        raise ValueError(f"version must be 1 to {MAX_VERSION_CHARS} characters, got {len(text)}")
+    return text

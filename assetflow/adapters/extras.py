@@ -225,6 +225,16 @@ class S3ExtrasStore:
             raise
         return verified_extra(ref, data)
 
+    def load(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        """An event's whole extra: read back from S3 when it holds a reference, else a copy of it.
+
+        Raises:
+            ExtraReferenceError: the reference is malformed, or its object is missing or altered.
+            ExtrasUnavailableError: S3 throttled or could not be reached.
+        """
+        ref = reference_of(extra)
+        return dict(extra) if ref is None else self.read(ref)
+
 
 def verified_extra(ref: ExtraRef, data: bytes) -> dict[str, Any]:
     """Parse an extra's object after checking it is the one the reference describes.

@@ -12,6 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from assetflow.adapters.extras import EXTRAS_PREFIX
 from assetflow.cdk import table_access
 from assetflow.cdk.alarms import QUARANTINE_NAMESPACE, Alarms
 from assetflow.cdk.api import OperatorApi
@@ -37,6 +38,7 @@ from assetflow.cdk.schedules import TimeSchedules
 from assetflow.cdk.table_access import grant_table_access
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset
+from assetflow.core.scheduler import routes_on_content
 
 #: Where Lambda unpacks the code asset.
 LAMBDA_TASK_ROOT = "/var/task"
@@ -269,6 +271,15 @@ class AssetflowService(Construct):
         # A successful run's outlet extras over the inline limit are kept by reference, as ingest's are.
         for function in (self.run_state.handler, self.reconciliation.handler):
             grant_extras_writes(self.runs.bucket, function)
+        # Routing on content (a.where(...), key=) reads a large extra back; so does explain re-checking skips.
+        if any(routes_on_content(p) for p in self.catalog.pipelines.values()):
+            for function in (self.evaluator.handler, self.api.handler):
+                grant_objects(self.runs.bucket, function.role, EXTRAS_PREFIX, write=False)
+                acknowledge(
+                    function.role,
+                    wildcard_resource(self.runs.bucket, f"/{EXTRAS_PREFIX}*"),
+                    "Large extras are read back from extras/<event id>/<sha256>.json; the keys are made per message.",
+                )
 
     def _ingest_access(self, ingest: WatcherIngest) -> table_access.TableAccess:
         """A watcher's ingest: its asset's events, and the dedupe records of its own source's identities."""

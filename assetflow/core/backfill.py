@@ -6,20 +6,26 @@ timestamp in ``[start, end)`` arrives at its own timestamp, every tick of the ti
 its time, and a debounce or max-wait deadline inside the window wakes the queue as a wake-up would. Capacity is
 not simulated (``max_active_runs`` applies when the runs are created: they wait queued for a slot), nor are
 pauses; failure and late entries are not stored events, so ``a.failed()`` and ``late(a)`` never hold here.
+``where``, ``then``, ``key=`` and ``skip_unchanged`` decide as they do live (a version a planned run consumed is
+skipped later in the window).
 
 Run ids derive from what a run holds (its queue key, tick and events), so backfilling the same window twice
 plans the same runs, and a store that creates each run once makes no duplicates.
+
+A *stale* backfill (:func:`stale_runs`) re-runs what a job's older code produced: when a ``SparkJob``'s
+``code_version`` changes, each successful run made with another version is run again with the same triggering
+events, once per (original run, new version).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from assetflow.core.entries import QueueEntry, QueueState
-from assetflow.core.events import AssetEvent, derive_id, format_timestamp
+from assetflow.core.events import AssetEvent, Run, RunState, derive_id, format_timestamp
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.scheduler import Skip, Transition, advance, route_event
 from assetflow.core.schedules import utc
@@ -95,8 +101,12 @@ def plan_backfill(
     runs: list[PlannedRun] = []
     skipped: list[Skip] = []
 
+    consumed: set[tuple[str, str, str]] = set()
+
     def step(key: str, at: datetime, transition: Transition) -> None:
         states[key] = transition.after
+        # skip_unchanged: a version a planned run consumed is not run again later in the window
+        consumed.update((pipeline.id, asset, version) for asset, version in transition.consumed_versions)
         for run in transition.runs:
             planned_events = run.triggering_events
             runs.append(
@@ -133,7 +143,7 @@ def plan_backfill(
         if arrived is None:
             feed("", at, tick=at)
             continue
-        routes, skips = route_event(arrived, [(pipeline, aliases)])
+        routes, skips = route_event(arrived, [(pipeline, aliases)], consumed_versions=consumed)
         skipped.extend(skips)
         for route in routes:
             feed(route.key, at, entries=[route.entry(arrived)])
@@ -141,4 +151,38 @@ def plan_backfill(
     return BackfillPlan(tuple(runs), tuple(skipped), len(kept), len(ticks))
 
 
-__all__ = ["BackfillPlan", "PlannedRun", "backfill_run_id", "plan_backfill"]
+def rerun_id(pipeline: str, original: str, code_version: str) -> str:
+    """The id of the run that makes ``original``'s outputs again with ``code_version``: one per pair, ever."""
+    return derive_id("run", pipeline, "rerun", original, code_version)
+
+
+def stale_runs(pipeline: Pipeline, runs: Iterable[Run]) -> list[Run]:
+    """The successful runs whose outputs the job's current ``code_version`` should make again, oldest first.
+
+    Runs are grouped by what they made (a run and its re-runs, ``rerun_of``); a group is stale when its newest
+    run that did not fail or get cancelled succeeded with another code version (or none). A group whose newest
+    run is queued or running, or succeeded with the current version, is up to date.
+
+    Raises:
+        ValueError: the job declares no ``code_version`` (nothing can be stale).
+
+    """
+    current = pipeline.job.code_version
+    if current is None:
+        raise ValueError(
+            f"pipeline {pipeline.id}'s job declares no code_version: give SparkJob(..., code_version='2') and "
+            "bump it when the job's logic changes"
+        )
+    newest: dict[str, Run] = {}
+    for run in runs:
+        if run.pipeline != pipeline.id or run.state in (RunState.FAILED, RunState.CANCELLED):
+            continue
+        root = run.rerun_of or run.run_id
+        kept = newest.get(root)
+        if kept is None or (run.created_at, run.run_id) > (kept.created_at, kept.run_id):
+            newest[root] = run
+    stale = [run for run in newest.values() if run.state is RunState.SUCCESS and run.code_version != current]
+    return sorted(stale, key=lambda r: (r.created_at, r.run_id))
+
+
+__all__ = ["BackfillPlan", "PlannedRun", "backfill_run_id", "plan_backfill", "rerun_id", "stale_runs"]

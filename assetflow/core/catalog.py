@@ -77,13 +77,19 @@ class Catalog:
         self.warnings = tuple(warnings)
         by_asset: dict[str, set[str]] = {}
         by_alias: dict[str, set[str]] = {}
+        by_failure: dict[str, set[str]] = {}
         for pipeline in self.pipelines.values():
             for asset in pipeline.condition.iter_assets():
                 by_asset.setdefault(asset.uri, set()).add(pipeline.id)
+            for node in pipeline.condition.iter_nodes():
+                if isinstance(node, Failed) and isinstance(node.asset, Asset):
+                    by_failure.setdefault(node.asset.uri, set()).add(pipeline.id)
             for alias in pipeline.condition.iter_aliases():
                 by_alias.setdefault(alias.name, set()).add(pipeline.id)
         self.asset_consumers = {uri: tuple(sorted(ids)) for uri, ids in sorted(by_asset.items())}
         self.alias_consumers = {name: tuple(sorted(ids)) for name, ids in sorted(by_alias.items())}
+        #: Pipelines with ``a.failed()`` per asset URI: a failed producer of ``a`` routes failure entries to them.
+        self.failure_consumer_ids = {uri: tuple(sorted(ids)) for uri, ids in sorted(by_failure.items())}
 
     # ---- building and validating -------------------------------------------------------------------
 
@@ -444,6 +450,10 @@ class Catalog:
             for pid in self.alias_consumers.get(alias, ()):
                 found.setdefault(pid, set()).add(alias)
         return [(self.pipelines[pid], tuple(sorted(found[pid]))) for pid in sorted(found)]
+
+    def failure_consumers(self, asset_uri: str) -> tuple[str, ...]:
+        """The pipelines whose schedule has ``a.failed()`` of this asset."""
+        return self.failure_consumer_ids.get(asset_uri, ())
 
     # ---- the document ------------------------------------------------------------------------------
 

@@ -193,6 +193,10 @@ class Run:
     replay_of: str | None = None
     #: When the run reached its final state (as first recorded: a repeated state change keeps it).
     ended_at: datetime | None = None
+    #: The job's ``code_version`` when the run was made (None: the job declares none).
+    code_version: str | None = None
+    #: The run whose outputs this one makes again with the current code (``backfill --stale``).
+    rerun_of: str | None = None
 
     def __post_init__(self) -> None:
         for name, moment in (
@@ -223,9 +227,10 @@ class Run:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf``, ``ended_at`` (and ``replay_of``).
+        """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf``, ``ended_at``; others when set.
 
-        ``ended_at`` is when the run reached its final state (None while it is queued or running).
+        ``ended_at`` is when the run reached its final state (None while it is queued or running). Only when set:
+        ``replay_of``, ``code_version`` and ``rerun_of``.
         """
         doc: dict[str, Any] = {
             "run_id": self.run_id,
@@ -245,6 +250,10 @@ class Run:
         }
         if self.replay_of is not None:
             doc["replay_of"] = self.replay_of
+        if self.code_version is not None:
+            doc["code_version"] = self.code_version
+        if self.rerun_of is not None:
+            doc["rerun_of"] = self.rerun_of
         return doc
 
     @classmethod
@@ -275,6 +284,8 @@ class Run:
                 conf=doc.get("conf"),
                 replay_of=doc.get("replay_of"),
                 ended_at=parse_timestamp(ended) if ended else None,
+                code_version=doc.get("code_version"),
+                rerun_of=doc.get("rerun_of"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DocumentError(f"invalid run document: {exc}") from exc

@@ -16,6 +16,7 @@ from assetflow_job.contract import CONTEXT_ARGUMENT
 
 PIPELINE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _ENTRY_POINT = re.compile(r"^(s3://[^\s]+|[A-Za-z0-9_./-]+)\.py$")
+_CODE_VERSION_MAX = 128
 
 Outlet = Asset | AssetAlias
 
@@ -25,6 +26,8 @@ class SparkJob:
     """A PySpark entry point with its arguments and Spark settings.
 
     ``entry_point`` is a ``.py`` path relative to the project (uploaded with the stack) or an ``s3://`` URI.
+    ``code_version`` names the version of the job's logic (bump it when what the job computes changes): runs
+    record it, and ``assetflow backfill PIPELINE --stale`` re-runs the successful runs of another version.
 
     Raises:
         DefinitionError: the entry point, arguments or settings are invalid.
@@ -34,6 +37,7 @@ class SparkJob:
     entry_point: str
     arguments: tuple[str, ...] = ()
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    code_version: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry_point, str) or not _ENTRY_POINT.match(self.entry_point):
@@ -53,19 +57,32 @@ class SparkJob:
         conf = dict(self.spark_conf)
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in conf.items()):
             raise DefinitionError("SparkJob: spark_conf keys and values must be strings")
+        version = self.code_version
+        if version is not None and (
+            not isinstance(version, str) or not version.strip() or len(version) > _CODE_VERSION_MAX
+        ):
+            raise DefinitionError(
+                f"SparkJob: code_version must be a non-empty string of at most {_CODE_VERSION_MAX} characters "
+                f"(such as '2' or '2026-11-26'), got {version!r}"
+            )
         object.__setattr__(self, "arguments", args)
         object.__setattr__(self, "spark_conf", MappingProxyType(conf))
 
     def __hash__(self) -> int:
-        return hash((self.entry_point, self.arguments, tuple(sorted(self.spark_conf.items()))))
+        return hash(
+            (self.entry_point, self.arguments, tuple(sorted(self.spark_conf.items())), self.code_version)
+        )
 
     def to_json(self) -> dict[str, Any]:
-        """``{"entry_point", "arguments", "spark_conf"}``."""
-        return {
+        """``{"entry_point", "arguments", "spark_conf"}``, and ``"code_version"`` when it is set."""
+        doc: dict[str, Any] = {
             "entry_point": self.entry_point,
             "arguments": list(self.arguments),
             "spark_conf": dict(sorted(self.spark_conf.items())),
         }
+        if self.code_version is not None:
+            doc["code_version"] = self.code_version
+        return doc
 
 
 def _outlet_json(outlet: Outlet) -> dict[str, Any]:
@@ -332,7 +349,12 @@ class Pipeline:
             return cls(
                 id=doc["id"],
                 schedule=schedule_from_json(doc["schedule"]),
-                job=SparkJob(job["entry_point"], tuple(job["arguments"]), dict(job["spark_conf"])),
+                job=SparkJob(
+                    job["entry_point"],
+                    tuple(job["arguments"]),
+                    dict(job["spark_conf"]),
+                    job.get("code_version"),
+                ),
                 outlets=[_outlet_from_json(o) for o in doc["outlets"]],
                 inlets=[_outlet_from_json(i) for i in doc["inlets"]],
                 max_active_runs=doc["max_active_runs"],

@@ -102,10 +102,26 @@ class Route:
 
 @dataclass(frozen=True)
 class Skip:
-    """A consumer that the event does not reach, and why (kept for operators, never silent)."""
+    """A consumer that the event does not reach, and why (kept for operators, never silent).
+
+    ``missed``: the where-nodes whose patterns the event's extra did not match, when that is why.
+    """
 
     pipeline: str
     reason: str
+    missed: tuple[Where, ...] = ()
+
+    def to_json(self, event: AssetEvent) -> dict[str, Any]:
+        """``{"event_id", "asset", "timestamp", "reason"}``, with ``"missed": [{"key", "pattern"}]`` for patterns."""
+        doc: dict[str, Any] = {
+            "event_id": event.id,
+            "asset": event.asset,
+            "timestamp": format_timestamp(event.timestamp),
+            "reason": self.reason,
+        }
+        if self.missed:
+            doc["missed"] = [{"key": w.where_key, "pattern": thaw_json(w.pattern)} for w in self.missed]
+        return doc
 
 
 @dataclass(frozen=True)
@@ -157,6 +173,15 @@ def _plan(condition: Condition) -> _Plan:
         frozenset(failed),
         frozenset(late),
     )
+
+
+def routes_on_content(pipeline: Pipeline) -> bool:
+    """Whether routing reads an event's extra for this pipeline (a where-node, or a queue key read from it)."""
+    schedule = pipeline.schedule
+    if isinstance(schedule, PartitionedAssetSchedule) and schedule.key_field is not None:
+        return True
+    plan = _plan(pipeline.condition)
+    return bool(plan.wheres_of_asset or plan.wheres_of_alias)
 
 
 def extra_value(extra: Mapping[str, Any], path: str) -> Any:
@@ -281,10 +306,29 @@ def route_event(
         elif event.asset in plan.failed or event.asset in plan.late:
             routes.append(Route(pipeline.id, key, aliases, counted=False))
         elif wheres:
-            skips.append(Skip(pipeline.id, _missed_reason(event.asset, wheres)))
+            skips.append(Skip(pipeline.id, _missed_reason(event.asset, wheres), tuple(wheres)))
         else:
             skips.append(Skip(pipeline.id, f"no node of the schedule counts events of {event.asset}"))
     return routes, skips
+
+
+def explain_skips(
+    pipeline: Pipeline,
+    events: Sequence[tuple[AssetEvent, tuple[str, ...]]],
+    *,
+    consumed_versions: Collection[tuple[str, str, str]] = frozenset(),
+) -> list[dict[str, Any]]:
+    """Why recent events of the assets a pipeline counts did not reach it (explain's ``skipped``), newest first.
+
+    ``events`` pairs each event with the pipeline's aliases it counts for. Each skip says the reason and, when
+    the event's extra missed the where-patterns, which ones (``missed``: their keys and patterns).
+    """
+    found: list[tuple[AssetEvent, Skip]] = []
+    for event, aliases in events:
+        _, skips = route_event(event, [(pipeline, aliases)], consumed_versions=consumed_versions)
+        found += [(event, skip) for skip in skips]
+    found.sort(key=lambda pair: pair[0].sort_key, reverse=True)
+    return [skip.to_json(event) for event, skip in found]
 
 
 # ---- advancing ---------------------------------------------------------------------------------------
@@ -504,6 +548,7 @@ def _take_runs(
             partition_key=key or state.key or None,
             triggering_asset_events=group_events(e.event for e in events),
             scheduled_time=scheduled,
+            code_version=pipeline.job.code_version,
         )
 
     if taken is None:
@@ -555,8 +600,10 @@ __all__ = [
     "Skip",
     "Transition",
     "advance",
+    "explain_skips",
     "extra_matches",
     "extra_value",
     "route_event",
+    "routes_on_content",
     "run_id_for",
 ]

@@ -246,7 +246,7 @@ def get_quarantine(params: Params) -> dict[str, Any]:
 def get_explain(params: Params, pipeline_id: str) -> dict[str, Any]:
     """Why the pipeline runs or waits now (the evaluator's own decision)."""
     deps = _deps()
-    return views.explain(deps.store, deps.catalog, pipeline_id, now=utc_now())
+    return views.explain(deps.store, deps.catalog, pipeline_id, now=utc_now(), extras=deps.extras)
 
 
 def _optional_body() -> object:
@@ -292,7 +292,14 @@ def post_unpause(params: Params, pipeline_id: str) -> dict[str, Any]:
 @route("backfillPipeline")
 def post_backfill(params: Params, pipeline_id: str) -> dict[str, Any]:
     """Create (or with dry_run only plan) the runs of a past window."""
-    start, end, dry_run = operate.parse_backfill_request(requests.parse_body(body()))
+    doc = requests.parse_body(body())
+    stale = operate.parse_stale_backfill_request(doc)
+    if stale is not None:  # {"stale": true}: re-run what an older code version produced
+        since, until, dry = stale
+        return _deps().operations.backfill_stale(
+            pipeline_id, start=since, end=until, dry_run=dry, principal=principal()
+        )
+    start, end, dry_run = operate.parse_backfill_request(doc)
     result = _deps().operations.backfill(pipeline_id, start, end, dry_run=dry_run, principal=principal())
     return result.to_json()
 

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,9 +24,10 @@ from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, StoredQueue
-from assetflow.core.scheduler import QueueEntry, QueueState, Skip, advance, route_event
+from assetflow.core.scheduler import QueueEntry, QueueState, Skip, advance, route_event, routes_on_content
 from assetflow.ports import (
     Clock,
+    ExtrasStore,
     Launcher,
     ListenerBus,
     NoWakeUps,
@@ -37,6 +38,7 @@ from assetflow.ports import (
     WakeUps,
 )
 from assetflow.usecases.submit import Submitter
+from assetflow_job.contract import REF_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +105,11 @@ class Evaluator:
         rng: random.Random | None = None,
         submit_workers: int = 8,
         sweep_seconds: float = 60.0,
+        extras: ExtrasStore | None = None,
     ) -> None:
         self.catalog = catalog
+        #: Reads back extras stored by reference, for consumers that route on content (where, key=).
+        self.extras = extras
         self.store = store
         self.bus = bus or NullBus()
         #: One-shot re-evaluations at a debounce or max-wait deadline (``Transition.wake_at``).
@@ -150,10 +155,11 @@ class Evaluator:
             raise next(iter(result.failed.values()))
         return result
 
-    def handle_batch(self, events: Sequence[AssetEvent]) -> Evaluation:
+    def handle_batch(self, events: Sequence[AssetEvent], *, announce: bool = True) -> Evaluation:
         """Handle a batch of new asset events from the table's stream, in stream order.
 
-        Never raises for one queue's failure: ``failed`` names the events to bring back.
+        Never raises for one queue's failure: ``failed`` names the events to bring back. ``announce=False``
+        for synthetic entries (a failed run's), which are no asset change to tell listeners about.
 
         Raises:
             StoreUnavailableError: the batched reads every queue needs were throttled; fail the whole batch.
@@ -162,7 +168,8 @@ class Evaluator:
         unique = list({e.id: e for e in reversed(events)}.values())[::-1]
         if not unique:
             return result
-        self._announce(unique)
+        if announce:
+            self._announce(unique)
         groups, first_routed = self._route(unique, result)
         swept = self.submitter.sweep({g.pipeline.id for g in groups.values()})
         self._advance_groups(groups, result)
@@ -239,10 +246,15 @@ class Evaluator:
                 aliases[uri] = self.store.aliases_of(uri)
         groups: dict[tuple[str, str], _Group] = {}
         first_routed: dict[str, str] = {}
+        consumed = self._consumed_versions(events, aliases)
         for event in events:
+            consumers = self.catalog.consumers(event.asset, aliases.get(event.asset, []))
             routes, skips = route_event(
-                event, self.catalog.consumers(event.asset, aliases.get(event.asset, []))
+                self._content(event, consumers), consumers, consumed_versions=consumed
             )
+            if event.version is not None:
+                # A second event of this version in the batch is the same data: the first one's run takes it.
+                consumed |= {(r.pipeline, event.asset, event.version) for r in routes if r.counted}
             result.skipped += skips
             for skip in skips:
                 logger.info(
@@ -254,7 +266,7 @@ class Evaluator:
                         "reason": skip.reason,
                     },
                 )
-            for route in routes:
+            for route in routes:  # entries of the stored event (a reference stays a reference)
                 group = groups.setdefault(
                     (route.pipeline, route.key), _Group(self.catalog.pipelines[route.pipeline], route.key)
                 )
@@ -263,6 +275,35 @@ class Evaluator:
                 result.pipelines_of.setdefault(event.id, []).append(route.pipeline)
                 first_routed.setdefault(route.pipeline, event.id)
         return groups, first_routed
+
+    def _content(
+        self, event: AssetEvent, consumers: Sequence[tuple[Pipeline, tuple[str, ...]]]
+    ) -> AssetEvent:
+        """The event with its whole extra when a consumer routes on content and the extra is stored by reference.
+
+        Routing decides with it; the queue entries keep the stored event (its reference), as every view shows it.
+
+        Raises:
+            StoreUnavailableError: the extra could not be read now; the record comes back.
+        """
+        if self.extras is None or REF_KEY not in event.extra:
+            return event
+        if not any(routes_on_content(pipeline) for pipeline, _ in consumers):
+            return event
+        return replace(event, extra=self.extras.load(event.extra))
+
+    def _consumed_versions(
+        self, events: Sequence[AssetEvent], aliases: Mapping[str, list[str]]
+    ) -> set[tuple[str, str, str]]:
+        """The (pipeline, asset, version) triples of the batch that ``skip_unchanged`` pipelines consumed already."""
+        triples = [
+            (pipeline.id, event.asset, event.version)
+            for event in events
+            if event.version is not None
+            for pipeline, _ in self.catalog.consumers(event.asset, aliases.get(event.asset, []))
+            if pipeline.skip_unchanged
+        ]
+        return set(self.store.consumed_versions(triples)) if triples else set()
 
     def _advance_groups(self, groups: Mapping[tuple[str, str], _Group], result: Evaluation) -> None:
         if not groups:
@@ -383,6 +424,7 @@ class Evaluator:
                     [(pipeline.id, key, [e.event.id for e in pending])]
                 )[(pipeline.id, key)]
                 still = [e for e in pending if e.event.id not in snapshot.seen]
+                still = self._unconsumed(pipeline, still, result)
                 applied += len(pending) - len(still)
                 pending, head, active = still, snapshot.head, snapshot.active_runs
                 known = self._known(pipeline, key, head)
@@ -393,6 +435,37 @@ class Evaluator:
             pending = pending[len(part) :]
             applied += len(part)
         return created
+
+    def _unconsumed(
+        self, pipeline: Pipeline, entries: list[QueueEntry], result: Evaluation
+    ) -> list[QueueEntry]:
+        """After a lost race, the entries whose data version no run of a ``skip_unchanged`` pipeline took meanwhile.
+
+        The run-creating transaction records each version it consumes only if no run took it yet, so a racing
+        evaluator's run of the same version cancels this one's transaction: its entries of that version are
+        skipped now (one batched read, only for versioned entries of such pipelines).
+        """
+        if not pipeline.skip_unchanged:
+            return entries
+        versioned = [e for e in entries if e.event.version is not None and e.kind == "event"]
+        if not versioned:
+            return entries
+        taken = self.store.consumed_versions(
+            [(pipeline.id, e.event.asset, e.event.version or "") for e in versioned]
+        )
+        kept: list[QueueEntry] = []
+        for entry in entries:
+            if (pipeline.id, entry.event.asset, entry.event.version) in taken:
+                result.skipped.append(
+                    Skip(
+                        pipeline.id,
+                        f"version {entry.event.version!r} of {entry.event.asset} was consumed already "
+                        "(skip_unchanged)",
+                    )
+                )
+            else:
+                kept.append(entry)
+        return kept
 
     @staticmethod
     def _known(pipeline: Pipeline, key: str, head: QueueHead) -> StoredQueue | None:

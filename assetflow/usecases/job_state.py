@@ -10,6 +10,7 @@ from typing import Any
 
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset, AssetAlias
+from assetflow.core.entries import failure_events
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
@@ -18,7 +19,7 @@ from assetflow.core.listeners import alias_json, asset_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.ports import Detached, ExtrasStore, ExtraTooLargeError, OutletMetadataError, RunOutputs, Store
 from assetflow.usecases.evaluate import Evaluation, Evaluator
-from assetflow_job.contract import REF_KEY
+from assetflow_job.contract import MAX_VERSION_CHARS, REF_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ class PlannedEvent:
     asset: str
     extra: Mapping[str, Any] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
+    #: The data version the job wrote (``Metadata(..., version=)``), None when it named none.
+    version: str | None = None
 
     @property
     def kind(self) -> str:
@@ -62,6 +65,8 @@ class StateChange:
     refused: list[str] = field(default_factory=list)
     released: Evaluation | None = None
     ignored: str | None = None
+    #: What routing the failure entries of a failed run did (``a.failed()`` consumers), if it had outlets.
+    failures: Evaluation | None = None
 
 
 def outlet_event_id(run_id: str, kind: str, asset: str, extra: Mapping[str, Any]) -> str:
@@ -91,6 +96,7 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
     extras: dict[str, Mapping[str, Any]] = {}
     additions: dict[tuple[str, str], tuple[str, Mapping[str, Any], list[str]]] = {}
     refused: list[str] = []
+    versions: dict[str, str] = {}
     entries = metadata.get("events", []) if metadata else []
     for position, entry in enumerate(entries):
         where = f"outlet metadata entry {position}"
@@ -116,11 +122,22 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
             continue
         named = [entry.get("alias"), *(entry.get("aliases") or [])]
         aliases = list(dict.fromkeys(a for a in named if a is not None))
+        version = entry.get("version")
+        if version is not None and (
+            not isinstance(version, str) or not 0 < len(version) <= MAX_VERSION_CHARS or aliases
+        ):
+            refused.append(
+                f"{where}: version of {uri!r} must be a string of 1 to {MAX_VERSION_CHARS} characters, "
+                "on a declared asset outlet"
+            )
+            continue
         if not aliases:
             if uri not in declared_assets:
                 refused.append(f"{where}: {uri!r} is not a declared asset outlet of {pipeline.id!r}")
             elif uri not in extras:
                 extras[uri] = extra
+                if version is not None:
+                    versions[uri] = version
             elif canonical_json(extras[uri]) != canonical_json(extra):
                 refused.append(f"{where}: a second, different extra for the outlet {uri!r}")
             continue
@@ -133,7 +150,7 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
         key = (uri, canonical_json(extra))
         _, _, grouped = additions.setdefault(key, (uri, extra, []))
         grouped.extend(a for a in kept if a not in grouped)
-    events = [PlannedEvent(uri, extras.get(uri, {})) for uri in declared_assets]
+    events = [PlannedEvent(uri, extras.get(uri, {}), version=versions.get(uri)) for uri in declared_assets]
     events += [PlannedEvent(uri, extra, tuple(aliases)) for uri, extra, aliases in additions.values()]
     return OutletPlan(tuple(events), tuple(refused))
 
@@ -225,6 +242,8 @@ class RunStates:
         # what is missing, and the dedupe keys keep what was emitted from being emitted twice.
         if new is RunState.SUCCESS and run.state is RunState.SUCCESS:
             self._emit_outlets(run, result)
+        if new is RunState.FAILED and run.state is RunState.FAILED:
+            result.failures = self.route_failures(run)
         if not new.active and not run.state.active:
             result.released = self._release(run)
         return result
@@ -324,6 +343,7 @@ class RunStates:
                 extra=extra,
                 source=source,
                 partition_key=run.partition_key,
+                version=planned.version,
             )
             dedupe_key = None if ended is not None else f"outlet#{event.id}"
             if (
@@ -368,6 +388,31 @@ class RunStates:
         result.refused.append(reason)
         logger.error("outlet extra refused", extra={"event_id": event_id, "reason": reason})
         return {}, None
+
+    def route_failures(self, run: Run) -> Evaluation | None:
+        """Route a failed run's failure entries to the pipelines that ask for ``a.failed()`` of its outlets.
+
+        Also on a redelivered FAILED: the entries' ids derive from (run, asset), so a queue that has them
+        already skips them, and one that missed them (an earlier delivery died) gets them now.
+
+        Raises:
+            ConflictError, StoreUnavailableError: a queue could not be changed; retry the state event.
+        """
+        pipeline = self.catalog.pipelines.get(run.pipeline)
+        if pipeline is None:
+            return None
+        outlets = tuple(o.uri for o in pipeline.outlets if isinstance(o, Asset))
+        if not any(self.catalog.failure_consumers(uri) for uri in outlets):
+            return None  # nobody reacts to this run's failure: nothing to read or write
+        events = failure_events(outlets, run, self.clock())
+        evaluation = self.evaluator.handle_batch(events, announce=False)
+        if evaluation.failed:
+            raise next(iter(evaluation.failed.values()))
+        logger.info(
+            "failure entries routed",
+            extra={"run_id": run.run_id, "pipeline": run.pipeline, "routed": len(evaluation.routed)},
+        )
+        return evaluation
 
     def _release(self, run: Run) -> Evaluation | None:
         pipeline = self.catalog.pipelines.get(run.pipeline)

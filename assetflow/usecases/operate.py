@@ -18,11 +18,11 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from assetflow.core.backfill import BackfillPlan, plan_backfill
+from assetflow.core.backfill import BackfillPlan, plan_backfill, rerun_id, stale_runs
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import AssetAlias
 from assetflow.core.errors import ConflictError
@@ -55,7 +55,9 @@ logger = logging.getLogger(__name__)
 MAX_BACKFILL_RUNS = 500
 _TRIGGER_FIELDS = frozenset({"conf", "partition_key"})
 _CANCEL_FIELDS = frozenset({"requeue"})
-_BACKFILL_FIELDS = frozenset({"start", "end", "dry_run"})
+_BACKFILL_FIELDS = frozenset({"start", "end", "dry_run", "stale"})
+#: Runs a stale backfill reads at most (newest first) to find what an older code version produced.
+MAX_STALE_SCAN = 10_000
 
 
 class RunStateError(ViewError):
@@ -189,6 +191,32 @@ def parse_backfill_request(doc: object) -> tuple[datetime, datetime, bool]:
     return parse_time(body.get("start"), "start"), parse_time(body.get("end"), "end"), dry_run
 
 
+def parse_stale_backfill_request(doc: object) -> tuple[datetime | None, datetime | None, bool] | None:
+    """The ``{"stale": true, "start"?, "end"?, "dry_run"?}`` body of a stale backfill; None for another body.
+
+    ``start`` and ``end`` (optional) bound the original runs' ``created_at``.
+
+    Raises:
+        RequestError: not an object, unknown fields, a bad time, ``stale`` or ``dry_run`` not a boolean.
+    """
+    body = _object(doc, _BACKFILL_FIELDS, '{"stale": true}')
+    stale = body.get("stale", False)
+    if not isinstance(stale, bool):
+        raise RequestError("stale must be true or false")
+    if not stale:
+        return None
+    dry_run = body.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise RequestError("dry_run must be true or false")
+    start = parse_time(body["start"], "start") if body.get("start") is not None else None
+    end = parse_time(body["end"], "end") if body.get("end") is not None else None
+    if start is not None and end is not None and start >= end:
+        raise RequestError(
+            f"the window is empty: start {format_timestamp(start)} is not before end {format_timestamp(end)}"
+        )
+    return start, end, dry_run
+
+
 # ---- the actions ----------------------------------------------------------------------------------------
 
 
@@ -284,6 +312,7 @@ class Operations:
             created_at=self.clock(),
             partition_key=request.partition_key,
             triggered_by="manual",
+            code_version=pipeline.job.code_version,
             conf=request.conf,
         )
         stored, created = self.store.hold_run(run)
@@ -335,6 +364,7 @@ class Operations:
             triggered_by="replay",
             conf=original.conf,
             replay_of=original.run_id,
+            code_version=pipeline.job.code_version,
         )
         stored, created = self.store.hold_run(run, trigger_from=original.run_id)
         if not created and stored.replay_of != run_id:
@@ -581,6 +611,7 @@ class Operations:
                 triggering_asset_events=group_events(planned.events),
                 scheduled_time=planned.scheduled_time,
                 triggered_by="backfill",
+                code_version=pipeline.job.code_version,
             )
             if dry_run:
                 doc = run.to_json()
@@ -607,6 +638,106 @@ class Operations:
             },
         )
         return result
+
+    def backfill_stale(
+        self,
+        pipeline_id: str,
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        dry_run: bool = False,
+        principal: str = "",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Run again, with the job's current ``code_version``, every successful run another version made.
+
+        Each re-run has the original's triggering events, partition key, tick and conf, ``triggered_by:
+        "backfill"`` and ``rerun_of`` (the run whose outputs it replaces); its id derives from the original and
+        the version, so a repeated stale backfill creates nothing new. ``start``/``end`` bound the originals'
+        ``created_at``. Re-runs are held runs: they respect ``max_active_runs``.
+
+        Raises:
+            NotFoundError: no such pipeline.
+            RequestError: the job declares no ``code_version``, or there are too many stale runs (narrow the window).
+        """
+        pipeline = pipeline_of(self.catalog, pipeline_id)
+        current = pipeline.job.code_version
+        if current is None:
+            raise RequestError(
+                f"pipeline {pipeline.id}'s job declares no code_version, so none of its outputs can be stale: "
+                "give it SparkJob(..., code_version='2') and bump it when the job's logic changes"
+            )
+        history: list[Run] = []
+        token: str | None = None
+        while len(history) < MAX_STALE_SCAN:
+            page = self.store.list_runs(pipeline.id, limit=100, token=token)
+            history += [Run.from_json(doc) for doc in page.items]
+            token = page.next
+            if token is None:
+                break
+        in_window = [
+            r
+            for r in history
+            if (start is None or r.created_at >= start) and (end is None or r.created_at < end)
+        ]
+        stale = stale_runs(pipeline, in_window)
+        if len(stale) > MAX_BACKFILL_RUNS:
+            raise RequestError(
+                f"{len(stale)} runs are stale, over the limit of {MAX_BACKFILL_RUNS} per backfill; "
+                "give --start and --end to re-run them window by window"
+            )
+        now = self.clock()
+        docs: list[dict[str, Any]] = []
+        created = existing = 0
+        for position, original in enumerate(stale):
+            root = original.rerun_of or original.run_id
+            run = Run(
+                run_id=rerun_id(pipeline.id, root, current),
+                pipeline=pipeline.id,
+                state=RunState.QUEUED,
+                created_at=now + timedelta(microseconds=position),
+                partition_key=original.partition_key,
+                scheduled_time=original.scheduled_time,
+                triggered_by="backfill",
+                conf=original.conf,
+                code_version=current,
+                rerun_of=root,
+            )
+            if dry_run:
+                with_events = self.store.get_run(original.run_id)
+                doc = replace(run, triggering_asset_events=with_events.triggering_asset_events).to_json()
+                doc["state"] = "planned"
+            else:
+                stored, new = self.store.hold_run(run, trigger_from=original.run_id)
+                created += new
+                existing += not new
+                doc = stored.to_json()
+            doc["due_at"] = format_timestamp(original.created_at)
+            doc["stale_code_version"] = original.code_version
+            docs.append(doc)
+            if progress is not None:
+                progress(position + 1, len(stale))
+        if not dry_run and stale:
+            admit_and_submit(self.store, self.submitter, pipeline)
+        logger.info(
+            "stale backfill planned" if dry_run else "stale backfill created",
+            extra={"pipeline": pipeline.id, "runs": len(stale), "created": created, "principal": principal},
+        )
+        return {
+            "pipeline": pipeline.id,
+            "stale": True,
+            "code_version": current,
+            "start": format_timestamp(start) if start else None,
+            "end": format_timestamp(end) if end else None,
+            "dry_run": dry_run,
+            "scanned": len(in_window),
+            "events": sum(len(v) for d in docs for v in d["triggering_asset_events"].values()),
+            "ticks": 0,
+            "runs": docs,
+            "created": created,
+            "existing": existing,
+            "skipped": [],
+        }
 
     def _aliases_for(self, pipeline: Pipeline, uri: str) -> tuple[str, ...] | None:
         """The pipeline's aliases an asset's events count for (None: the pipeline does not consume the asset)."""
@@ -642,6 +773,7 @@ __all__ = [
     "admit_and_submit",
     "parse_backfill_request",
     "parse_cancel_request",
+    "parse_stale_backfill_request",
     "parse_time",
     "parse_trigger_request",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -221,6 +221,10 @@ class Reconciler:
         logger.error("run failed: its submission is refused", extra={"run_id": run.run_id, "reason": reason})
         report.failed_refused += 1
         report.note("failed_refused", run.run_id)
+        try:  # a.failed() consumers react to this failure as to a failed job
+            self.run_states.route_failures(replace(run, state=RunState.FAILED))
+        except AssetflowError as exc:
+            report.errors.append(f"run {run.run_id}: routing its failure entries: {exc}")
         self._release(run.pipeline, report)
 
     # ---- queues that could run with a slot free ------------------------------------------------------

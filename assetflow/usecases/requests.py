@@ -31,7 +31,7 @@ from assetflow.core.limits import (
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.uri import AssetUriError, normalize_uri
 from assetflow.ports import EventStore, ExtrasStore, ExtraTooLargeError, QueueStore
-from assetflow_job.contract import REF_KEY
+from assetflow_job.contract import MAX_VERSION_CHARS, REF_KEY
 
 #: Longest ``Idempotency-Key`` (the IETF draft's keys are UUID-sized; this leaves room for others).
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
@@ -39,7 +39,7 @@ MAX_IDEMPOTENCY_KEY_LENGTH = 255
 MIN_LIMIT, MAX_LIMIT = 1, 1000
 DEFAULT_LIMIT = 100
 
-_EMIT_FIELDS = frozenset({"uri", "extra", "partition_key"})
+_EMIT_FIELDS = frozenset({"uri", "extra", "partition_key", "version"})
 
 
 class ViewError(AssetflowError):
@@ -74,6 +74,8 @@ class EmitRequest:
     uri: str
     extra: Mapping[str, Any] = field(default_factory=dict)
     partition_key: str | None = None
+    #: The data version the event stands for (``skip_unchanged`` pipelines run once per version).
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,7 @@ def check_idempotency_key(key: str | None) -> str | None:
 
 
 def parse_emit_request(doc: object, *, by_reference: bool = False) -> EmitRequest:
-    """Validate the body of ``POST /assets/events``: ``{"uri", "extra"?, "partition_key"?}``.
+    """Validate the body of ``POST /assets/events``: ``{"uri", "extra"?, "partition_key"?, "version"?}``.
 
     ``by_reference``: an extras store will take large extras (``emit_event``), so ``MAX_REQUEST_EXTRA_BYTES`` does
     not apply.
@@ -220,7 +222,23 @@ def parse_emit_request(doc: object, *, by_reference: bool = False) -> EmitReques
         uri=check_uri(doc.get("uri")),
         extra=check_extra(doc.get("extra"), limit=None if by_reference else MAX_REQUEST_EXTRA_BYTES),
         partition_key=check_partition_key(doc.get("partition_key")),
+        version=check_version(doc.get("version")),
     )
+
+
+def check_version(version: object) -> str | None:
+    """A data version: None, or a string of 1 to ``MAX_VERSION_CHARS`` characters.
+
+    Raises:
+        RequestError: anything else.
+    """
+    if version is None:
+        return None
+    if not isinstance(version, str) or not 0 < len(version) <= MAX_VERSION_CHARS:
+        raise RequestError(
+            f"version must be a string of 1 to {MAX_VERSION_CHARS} characters or null, got {_json_type(version)}"
+        )
+    return version
 
 
 def parse_limit(value: object, default: int = DEFAULT_LIMIT) -> int:
@@ -337,6 +355,7 @@ def emit_event(
         extra=extra,
         source={"type": "api", "principal": principal},
         partition_key=request.partition_key,
+        version=request.version,
     )
     previous = store.find_dedupe(dedupe_key) if detached is not None and dedupe_key is not None else None
     if previous is not None:
@@ -349,6 +368,7 @@ def emit_event(
         stored.asset != event.asset
         or thaw_json(stored.extra) != thaw_json(event.extra)
         or stored.partition_key != event.partition_key
+        or stored.version != event.version
     ):
         raise IdempotencyKeyReusedError(
             "this Idempotency-Key already created an event with a different uri, extra or partition_key "

@@ -7,6 +7,7 @@ import binascii
 import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,11 +16,14 @@ from assetflow.core.conditions import AssetAlias, Where
 from assetflow.core.decision import combine_explains, queue_progress
 from assetflow.core.decision import explain as explain_state
 from assetflow.core.entries import QueueState
-from assetflow.core.events import parse_timestamp
+from assetflow.core.events import AssetEvent, parse_timestamp
 from assetflow.core.expectations import asset_health
+from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import explain_from_head
-from assetflow.ports import Page, Store
+from assetflow.core.scheduler import explain_skips, routes_on_content
+from assetflow.ports import ExtrasStore, Page, Store
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
+from assetflow_job.contract import REF_KEY
 
 DEFAULT_RUNS_LIMIT = 50
 _RUN_READERS = 8
@@ -181,12 +185,18 @@ def list_queue(
 
 
 def explain(
-    store: Store, catalog: Catalog, pipeline_id: str, *, now: datetime | None = None
+    store: Store,
+    catalog: Catalog,
+    pipeline_id: str,
+    *,
+    now: datetime | None = None,
+    extras: ExtrasStore | None = None,
 ) -> dict[str, Any]:
     """Why the pipeline runs or waits now: DESIGN §5's explain JSON, from the decision the evaluator takes.
 
     The queues, the active runs and the paused flag are read from the store; ``held_runs`` adds how many
-    operator-made runs (manual, replayed, backfilled) wait for a slot.
+    operator-made runs (manual, replayed, backfilled) wait for a slot. For pipelines that can skip events,
+    ``skipped`` lists the newest ones they did (``recent_skips``; ``extras`` reads large extras back).
 
     Raises:
         NotFoundError: no such pipeline in the catalog.
@@ -215,7 +225,75 @@ def explain(
         docs.append(explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused))
     result = combine_explains(pipeline, docs)
     result["held_runs"] = len(store.held_runs(pipeline.id))
+    if _can_skip(pipeline):
+        result["skipped"] = recent_skips(store, catalog, pipeline, extras=extras)
+        _mark_misses(result.get("condition"), result["skipped"])
     return result
+
+
+#: Newest events per asset that explain routes again to say why they did not reach the pipeline.
+RECENT_EVENTS = 10
+
+
+def _can_skip(pipeline: Pipeline) -> bool:
+    """Whether the pipeline may record events without queueing them (patterns, keys, partitions, versions)."""
+    schedule = pipeline.schedule
+    return (
+        pipeline.skip_unchanged
+        or pipeline.partitioned
+        or any(isinstance(n, Where) for n in schedule.condition.iter_nodes())
+    )
+
+
+def recent_skips(
+    store: Store, catalog: Catalog, pipeline: Pipeline, *, extras: ExtrasStore | None = None
+) -> list[dict[str, Any]]:
+    """The newest events of the pipeline's assets that it recorded but did not queue, each with why.
+
+    For a where-node the skip names the patterns the event's extra missed (``missed``: key and pattern). An
+    event whose extra is stored by reference is judged on the whole extra (read back with ``extras``), as the
+    evaluator judged it; without ``extras`` it is left out rather than misjudged.
+    """
+    uris: dict[str, None] = {}
+    for node in pipeline.condition.iter_nodes():
+        if isinstance(node, AssetAlias):
+            uris.update(dict.fromkeys(store.alias_assets(node.name)[:RECENT_EVENTS]))
+    uris.update(dict.fromkeys(a.uri for a in pipeline.condition.iter_assets()))
+    events: list[tuple[AssetEvent, tuple[str, ...]]] = []
+    for uri in uris:
+        consumers = catalog.consumers(uri, store.aliases_of(uri) if catalog.alias_consumers else [])
+        aliases = next((a for p, a in consumers if p.id == pipeline.id), None)
+        if aliases is None:
+            continue
+        page = store.list_events(uri, limit=RECENT_EVENTS)
+        for doc in page.items:
+            event = AssetEvent.from_json(doc)
+            if REF_KEY in event.extra and routes_on_content(pipeline):
+                if extras is None:
+                    continue
+                event = replace(event, extra=extras.load(event.extra))
+            events.append((event, aliases))
+    consumed: dict[tuple[str, str, str], frozenset[str]] = {}
+    if pipeline.skip_unchanged:
+        consumed = store.consumed_versions(
+            [(pipeline.id, e.asset, e.version) for e, _ in events if e.version is not None]
+        )
+        # an event a run took is no skip, though its version now reads as consumed
+        taken = frozenset().union(*consumed.values()) if consumed else frozenset()
+        events = [(e, a) for e, a in events if e.id not in taken]
+    return explain_skips(pipeline, events, consumed_versions=consumed)
+
+
+def _mark_misses(node: Any, skipped: list[dict[str, Any]]) -> None:
+    """Give each where-node of the explain tree ``recent_misses``: the skipped events that missed its pattern."""
+    if not isinstance(node, dict):
+        return
+    if node.get("op") == "where":
+        node["recent_misses"] = [
+            s["event_id"] for s in skipped if any(m["key"] == node.get("key") for m in s.get("missed", ()))
+        ]
+    for child in node.get("children", ()):
+        _mark_misses(child, skipped)
 
 
 def _utc_now() -> datetime:

@@ -487,3 +487,44 @@ def test_the_real_web_page_is_served_from_the_package(serve: Callable[..., Local
         assert status == 200 and headers["content-type"].startswith("text/javascript"), script.name
         assert body == script.read_bytes()
     assert call(server, "GET", "/ui/app.css")[1]["content-type"].startswith("text/css")
+
+
+def test_versions_and_stale_backfills_go_through_the_http_api(
+    api: tuple[LocalApiServer, Spy], token: str
+) -> None:
+    server, _ = api
+    uri = f"{LANDING}/{uuid.uuid4().hex[:8]}"
+    json_headers = {"Content-Type": "application/json"}
+    posted = call(
+        server,
+        "POST",
+        "/assets/events",
+        token=token,
+        body=json.dumps({"uri": uri, "version": "etag-7"}).encode(),
+        headers=json_headers,
+    )
+    assert posted[0] == 201, posted[2]
+    assert as_json(posted)["version"] == "etag-7"
+    listed = call(server, "GET", "/assets/events?" + urllib.parse.urlencode({"uri": uri}), token=token)
+    assert [e["version"] for e in as_json(listed)["items"]] == ["etag-7"]
+
+    # The example pipelines declare no code_version: a stale backfill says how to declare one, creates nothing
+    stale = call(
+        server,
+        "POST",
+        "/pipelines/deliveries_etl/backfill",
+        token=token,
+        body=json.dumps({"stale": True, "dry_run": True}).encode(),
+        headers=json_headers,
+    )
+    assert stale[0] == 400, stale[2]
+    assert "declares no code_version" in as_json(stale)["detail"]
+    bad = call(
+        server,
+        "POST",
+        "/pipelines/deliveries_etl/backfill",
+        token=token,
+        body=json.dumps({"stale": "yes"}).encode(),
+        headers=json_headers,
+    )
+    assert bad[0] == 400 and "stale must be true or false" in as_json(bad)["detail"]

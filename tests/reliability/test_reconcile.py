@@ -36,6 +36,8 @@ ETL = Pipeline(
     "orders_etl", schedule=[RAW], job=SparkJob("spark_jobs/etl.py"), outlets=[CLEAN], max_active_runs=1
 )
 REPORT = Pipeline("orders_report", schedule=[CLEAN], job=SparkJob("spark_jobs/report.py"))
+#: Reacts when the last run that should have produced CLEAN failed (a.failed()).
+ALERT = Pipeline("orders_alert", schedule=CLEAN.failed(), job=SparkJob("spark_jobs/alert.py"))
 T0 = datetime(2026, 11, 21, 8, tzinfo=UTC)
 
 
@@ -85,7 +87,7 @@ def world(
     emr = client("emr-serverless", moto_server.endpoint)
     application = emr.create_application(name=table, releaseLabel="emr-7.9.0", type="SPARK")["applicationId"]
     path = tmp_path / "catalog.json"
-    path.write_text(json.dumps(Catalog.build([ETL, REPORT]).to_document()))
+    path.write_text(json.dumps(Catalog.build([ETL, REPORT, ALERT]).to_document()))
     plan = FaultPlan()
     settings = Settings(
         table_name=table,
@@ -158,6 +160,10 @@ def test_a_refused_submission_fails_its_run_with_the_reason_and_frees_the_slot(w
         "ValidationException" in shown["submission_error"]
         and "refused, run failed" in shown["submission_error"]
     )
+    # ...and the pipeline that reacts to CLEAN's producer failing ran on the failure
+    (alert,) = world.runs(ALERT.id)
+    failure = views.show_run(world.store, alert["run_id"])["triggering_asset_events"][CLEAN.uri][0]
+    assert failure["source"]["type"] == "failure" and failure["source"]["run_id"] == refused["run_id"]
     runs = world.runs(ETL.id)
     assert [r["state"] for r in runs] == ["failed", "queued"] and runs[1]["job_run_id"]
     assert world.store.active_runs(ETL.id) == 1

@@ -549,3 +549,18 @@ def test_the_context_carries_the_runs_conf_and_what_triggered_it() -> None:
     assert (ctx.conf, ctx.triggered_by, ctx.replay_of) == ({"full_refresh": True}, "replay", "r-0")
     with pytest.raises(RunContextError, match="conf"):
         RunContext({**document, "conf": [1]})
+
+
+def test_a_job_names_the_data_version_it_wrote() -> None:
+    ctx = make_context(outlets=[asset_outlet(CURATED), asset_outlet("s3://assetflow-demo/other")])
+    ctx.emit(Metadata(CURATED, {"rows": 3}, version="snapshot-8812"))
+    ctx.outlet_events["s3://assetflow-demo/other"].version = 42  # an integer snapshot id becomes its text
+    assert ctx.outlet_metadata()["events"] == [
+        {"asset": CURATED, "extra": {"rows": 3}, "alias": None, "version": "snapshot-8812"},
+        {"asset": "s3://assetflow-demo/other", "extra": {}, "alias": None, "version": "42"},
+    ]
+    assert Metadata(CURATED, version="v") != Metadata(CURATED)
+    with pytest.raises(TypeError, match="version must be a string"):
+        Metadata(CURATED, version=1.5)
+    with pytest.raises(ValueError, match="version must be 1 to 256 characters"):
+        ctx.outlet_events[CURATED].version = ""

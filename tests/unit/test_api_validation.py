@@ -598,3 +598,11 @@ def test_get_catalog_is_the_compiled_document(deps: FakeDeps) -> None:
     status, _, body = call(deps, "GET", "/catalog")
     assert status == 200
     assert body == json.loads(json.dumps(deps.catalog.to_document()))
+
+
+def test_an_emitted_event_may_carry_a_data_version() -> None:
+    assert requests.parse_emit_request({"uri": "x-a://b", "version": "etag-1"}).version == "etag-1"
+    assert requests.parse_emit_request({"uri": "x-a://b"}).version is None
+    for bad in ("", 3, "v" * 257, ["v"]):
+        with pytest.raises(requests.RequestError, match="version must be a string of 1 to 256"):
+            requests.parse_emit_request({"uri": "x-a://b", "version": bad})

@@ -9,6 +9,7 @@ import pytest
 from assetflow.usecases.operate import (
     parse_backfill_request,
     parse_cancel_request,
+    parse_stale_backfill_request,
     parse_time,
     parse_trigger_request,
 )
@@ -68,3 +69,22 @@ def test_times_and_backfill_bodies() -> None:
     ):
         with pytest.raises(RequestError, match=message):
             parse_backfill_request(body)
+
+
+def test_a_stale_backfill_body_takes_an_optional_window() -> None:
+    assert parse_stale_backfill_request({"start": "2026-11-20", "end": "2026-11-21"}) is None
+    assert parse_stale_backfill_request({"stale": False, "start": "2026-11-20"}) is None
+    assert parse_stale_backfill_request({"stale": True}) == (None, None, False)
+    start, end, dry = (
+        parse_stale_backfill_request({"stale": True, "start": "2026-11-20", "dry_run": True}) or ()
+    )
+    assert (start, end, dry) == (datetime(2026, 11, 20, tzinfo=UTC), None, True)
+    for body, message in (
+        ({"stale": "yes"}, "stale must be true or false"),
+        ({"stale": True, "dry_run": 1}, "dry_run must be true or false"),
+        ({"stale": True, "start": "2026-11-21", "end": "2026-11-20"}, "the window is empty"),
+        ({"stale": True, "start": "yesterday"}, "not an ISO-8601 time"),
+        ({"stale": True, "code": "2"}, "unknown"),
+    ):
+        with pytest.raises(RequestError, match=message):
+            parse_stale_backfill_request(body)

@@ -917,3 +917,18 @@ def test_the_tick_handler_raises_on_malformed_input(event: dict[str, Any]) -> No
 
     with pytest.raises(ValueError, match=r"scheduled_time|timestamp"):
         handle_schedule_tick.lambda_handler(event, LambdaContext(), deps=FakeDeps(states))
+
+
+def test_an_outlets_data_version_comes_from_the_jobs_metadata() -> None:
+    plan = plan_outlet_events(
+        ETL, metadata("r", {"asset": CLEAN.uri, "extra": {}, "alias": None, "version": "snap-1"})
+    )
+    assert plan.events[0] == PlannedEvent(CLEAN.uri, {}, version="snap-1")
+    assert plan.events[1].version is None and plan.refused == ()
+
+
+@pytest.mark.parametrize("version", ["", 7, "x" * 257])
+def test_a_bad_data_version_is_refused_with_the_reason(version: object) -> None:
+    plan = plan_outlet_events(ETL, metadata("r", {"asset": CLEAN.uri, "extra": {"k": 1}, "version": version}))
+    assert plan.events[0] == PlannedEvent(CLEAN.uri, {})
+    assert "version of 's3://lake/clean/orders' must be a string of 1 to 256" in plan.refused[0]

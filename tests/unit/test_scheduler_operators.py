@@ -28,7 +28,7 @@ from assetflow.core.conditions import Condition
 from assetflow.core.entries import QueueEntry, QueueState, failure_events
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.expectations import ArrivalStatus, late_event
-from assetflow.core.scheduler import Transition, advance, route_event
+from assetflow.core.scheduler import Transition, advance, explain_skips, route_event
 from tests.unit.test_operators import WHERES, model_holds, nodes
 
 T0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -79,6 +79,23 @@ def test_where_routes_matching_events_and_skips_the_rest_with_the_pattern() -> N
     assert routes == []
     assert skips[0].pipeline == "p"
     assert '{"status": ["ok"]}' in skips[0].reason and where.where_key in skips[0].reason
+
+
+def test_explain_skips_name_the_missed_patterns_newest_first() -> None:
+    loud, quiet = A.where(OK), A.where({"level": [{"numeric": [">", 3]}]})
+    p = Pipeline("p", (loud | quiet) & B, JOB, skip_unchanged=True)
+    history = [
+        (event(A, 1, extra={"status": "bad", "level": 1}), ()),
+        (event(A, 2, extra={"status": "ok"}), ()),  # matches: not a skip
+        (event(B, 3, version="v1"), ()),  # consumed already
+        (event(A, 4, extra={"level": 2}), ()),
+    ]
+    skips = explain_skips(p, history, consumed_versions={("p", B.uri, "v1")})
+    assert [s["event_id"] for s in skips] == ["e00004", "e00003", "e00001"]
+    assert [m["pattern"] for m in skips[0]["missed"]] == [OK, {"level": [{"numeric": [">", 3]}]}]
+    assert {m["key"] for m in skips[2]["missed"]} == {loud.where_key, quiet.where_key}
+    assert "missed" not in skips[1] and "skip_unchanged" in skips[1]["reason"]
+    assert skips[0]["timestamp"] == "2026-11-21T08:00:04.000000Z" and skips[0]["asset"] == A.uri
 
 
 def test_where_matches_a_watcher_events_payload() -> None:
@@ -642,3 +659,59 @@ def test_windows_match_the_model(
                 advance(pipeline, store.state, active_runs=len(store.active), now=t.wake_at).blocked_by
                 != "debounce"
             )
+
+
+# --- correlation keys and versions against a model ------------------------------------------------------
+
+tenants = st.sampled_from([None, "acme", "globex", 7])
+versions = st.sampled_from([None, "v1", "v2"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arrivals=st.lists(st.tuples(st.sampled_from([A, B]), tenants, versions), min_size=1, max_size=30),
+    nested=st.booleans(),
+)
+def test_key_fields_and_skip_unchanged_match_the_model(
+    arrivals: list[tuple[Asset, str | int | None, str | None]], nested: bool
+) -> None:
+    """route_event + advance per queue key, as the evaluator drives them, against a plain model.
+
+    The model: an event without a tenant is skipped; one whose (asset, version) a run of the pipeline consumed
+    is skipped; the rest queue per tenant; a tenant's queue runs, taking all of it, once it holds an event of a
+    and one of b; the run's versions are then consumed.
+    """
+    path = "org.tenant" if nested else "tenant"
+    pipeline = Pipeline("p", PartitionedAssetSchedule(A & B, key=path), JOB, skip_unchanged=True)
+    queues: dict[str, QueueState] = {}
+    consumed: set[tuple[str, str, str]] = set()
+    runs: list[tuple[str | None, tuple[str, ...]]] = []
+    model_queues: dict[str, list[tuple[str, str, str | None]]] = {}
+    model_consumed: set[tuple[str, str]] = set()
+    model_runs: list[tuple[str | None, tuple[str, ...]]] = []
+    for n, (asset, tenant, version) in enumerate(arrivals):
+        fields = {} if tenant is None else {"tenant": tenant}
+        extra = {"org": fields} if nested else fields
+        e = event(asset, n, extra=extra, version=version)
+        # the core, as the evaluator drives it
+        routes, skips = route_event(e, [(pipeline, ())], consumed_versions=consumed)
+        assert len(routes) + len(skips) == 1
+        for route in routes:
+            state = queues.get(route.key) or QueueState("p", route.key)
+            t = advance(pipeline, state, active_runs=0, now=e.timestamp, entries=[route.entry(e)])
+            queues[route.key] = t.after
+            consumed |= {("p", a, v) for a, v in t.consumed_versions}
+            runs += [(r.partition_key, tuple(ids(r))) for r in t.runs]
+        # the model
+        if tenant is None or (version is not None and (asset.uri, version) in model_consumed):
+            continue
+        queue = model_queues.setdefault(str(tenant), [])
+        queue.append((e.id, asset.uri, version))
+        if {A.uri, B.uri} <= {uri for _, uri, _ in queue}:
+            model_runs.append((str(tenant), tuple(i for i, _, _ in queue)))
+            model_consumed |= {(uri, v) for _, uri, v in queue if v is not None}
+            model_queues[str(tenant)] = []
+    assert runs == model_runs
+    assert {k: [e.event.id for e in s.entries] for k, s in queues.items() if s.entries} == {
+        k: [i for i, _, _ in q] for k, q in model_queues.items() if q
+    }

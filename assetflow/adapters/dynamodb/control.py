@@ -9,6 +9,8 @@ Items (beside the queues' ``PIPELINE#<id>`` heads):
   backfilled runs). The run item carries ``held`` (the marker's sort key) and no ``gsi3`` key, so the
   submitter's retry sweep never sees it. Admission is one transaction: count it as active (on the same
   conditions as the evaluator: a free slot, not paused), give it its ``gsi3`` key, delete the marker.
+- ``PIPELINE#<id>`` / ``VERSION#<asset>`` + US + ``<version>``: a data version a ``skip_unchanged`` pipeline's run
+  consumed (with the run and when), so a later event of that (asset, version) is recorded but not queued.
 - ``TRIGGER#<run_id>`` / ``E#<timestamp>#<event id>``: the triggering events of a run too large to carry them
   inline (a long backfill window); the run's ``trigger`` references them as a batch run references its queue
   generation.
@@ -17,7 +19,7 @@ Items (beside the queues' ``PIPELINE#<id>`` heads):
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +34,7 @@ from assetflow.adapters.dynamodb.table import (
     queue_pk,
     str_attr,
 )
-from assetflow.core.entries import QueueEntry
+from assetflow.core.entries import QueueEntry, entry_kind
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run, RunState, format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
@@ -41,6 +43,47 @@ from assetflow.ports import PipelineGate
 #: Triggering events kept inline on the run item up to this size of JSON (DynamoDB's items stop at 400 KB).
 MAX_INLINE_TRIGGER_BYTES = 200_000
 _BATCH_WRITE = 25
+
+
+def version_key(pipeline: str, asset: str, version: str) -> dict[str, Any]:
+    """The key of the fact that a ``skip_unchanged`` pipeline's run consumed ``version`` of ``asset``."""
+    return {
+        "pk": str_attr(f"PIPELINE#{pipeline}"),
+        "sk": str_attr(sort_key("VERSION#", f"{asset}\x1f{version}")),
+    }
+
+
+def consumed_version_puts(
+    table: str, pipeline: str, runs: Sequence[Run], added: Collection[str]
+) -> list[dict[str, Any]]:
+    """The transaction items that record the data versions new runs consume.
+
+    Part of the transaction that creates the runs. A version that an event arriving now (``added``: event ids)
+    brings is recorded only if no run consumed it yet: two evaluators racing with events of one version cannot
+    both make a run of it (the second transaction is cancelled; its evaluator re-reads and skips the event).
+    A version only entries queued earlier bring is recorded as it is: they were judged when they arrived, and a
+    condition on them could never pass again (their queue would be stuck).
+    """
+    puts: list[dict[str, Any]] = []
+    for run in runs:
+        taken: dict[tuple[str, str], list[str]] = {}
+        for event in run.triggering_events:
+            if event.version is not None and entry_kind(event) == "event":
+                taken.setdefault((event.asset, event.version), []).append(event.id)
+        for (asset, version), event_ids in taken.items():
+            item = {
+                **version_key(pipeline, asset, version),
+                "asset": str_attr(asset),
+                "version": str_attr(version),
+                "run_id": str_attr(run.run_id),
+                "event_ids": {"L": [str_attr(i) for i in event_ids[:100]]},
+                "at": str_attr(format_timestamp(run.created_at)),
+            }
+            put: dict[str, Any] = {"TableName": table, "Item": item}
+            if any(i in added for i in event_ids):
+                put["ConditionExpression"] = "attribute_not_exists(pk)"
+            puts.append({"Put": put})
+    return puts
 
 
 class DynamoDbPipelineStore(DynamoDbRunStore):
@@ -378,6 +421,24 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 "at": str_attr(format_timestamp(now)),
             },
         )
+
+    # ---- consumed data versions (skip_unchanged) ---------------------------------------------------------
+
+    def consumed_versions(
+        self, triples: Sequence[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], frozenset[str]]:
+        """Which (pipeline, asset, version) triples a run consumed already, each with the events it took: one read."""
+        unique = list(dict.fromkeys(triples))
+        if not unique:
+            return {}
+        keys = {t: version_key(*t) for t in unique}
+        found = self._batch_get(list(keys.values()))
+        consumed: dict[tuple[str, str, str], frozenset[str]] = {}
+        for triple, key in keys.items():
+            item = found.get((key["pk"]["S"], key["sk"]["S"]))
+            if item is not None:
+                consumed[triple] = frozenset(i["S"] for i in item.get("event_ids", {}).get("L", []))
+        return consumed
 
     def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
         """Delete a queue's seen markers of these events, so that it takes them again."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from assetflow.adapters.dynamodb.control import consumed_version_puts
 from assetflow.adapters.dynamodb.runs import run_put
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
@@ -222,6 +223,8 @@ class DynamoDbQueueStore(DynamoDbTable):
             writes.append(self._active_runs_write(pipeline, len(t.runs), held=held))
         elif t.runs:
             writes.append(self._unpaused_check(pipeline))
+        if pipeline.skip_unchanged:
+            writes += consumed_version_puts(self.table, pipeline.id, t.runs, {e.event.id for e in t.added})
         if len(writes) > TRANSACTION_MAX:
             raise TransitionTooLargeError(
                 f"a transition of {len(writes)} writes exceeds DynamoDB's {TRANSACTION_MAX}; "

@@ -41,6 +41,10 @@ class Definition:
 
 def _source_identity(watcher: AssetWatcher) -> tuple[str, ...]:
     source = watcher.source
+    if not isinstance(source, SqsQueue | KafkaTopic):
+        # An EventBridge rule or a Kinesis mapping of its own gets every matching event or record: two
+        # watchers of one bucket, pattern or stream never split its messages between them.
+        return (source.to_json()["type"], watcher.name)
     if isinstance(source, SqsQueue):
         # an existing queue is known by its full ARN: queues of one name in other accounts or regions differ
         return ("sqs", source.arn or f"stack:{source.name}")

@@ -25,6 +25,12 @@ from assetflow_dev.runtime import LocalRuntime, RuntimeOptions
 DELIVERIES_WATCHER = "deliveries"
 SENSORS_WATCHER = "sensor-readings"
 REFRESH_ASSET = "x-ops://dashboard/refresh"
+#: The inbox's watchers (pipelines/inbox.py): files put in S3, an order on EventBridge, clicks on Kinesis.
+INBOX_FILES_WATCHER = "inbox-files"
+SHOP_ORDERS_WATCHER = "shop-orders"
+WEB_CLICKS_WATCHER = "web-clicks"
+INBOX_FILES = 2
+WEB_CLICKS = 3
 DELIVERIES = 3
 SENSOR_READINGS = 24
 #: A delivery message that breaks the watcher's schema: it must be quarantined, never lost or retried.
@@ -264,7 +270,49 @@ def send_messages(runtime: LocalRuntime) -> dict[str, int]:
     with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
         if response.status != 201:
             raise DemoError(f"POST /assets/events answered {response.status}")
-    return {"sqs": len(bodies) + 1, "kafka": len(readings), "api": 1}
+    return {"sqs": len(bodies) + 1, "kafka": len(readings), "api": 1} | feed_inbox(runtime)
+
+
+def feed_inbox(runtime: LocalRuntime) -> dict[str, int]:
+    """Put files in the inbox bucket, an order on the default bus, clicks on the stream (when they are watched).
+
+    Each file's upload ends with a ``_SUCCESS`` marker, as Spark and Hadoop writers leave one: the watcher's
+    suffix keeps it out (no event, nothing quarantined).
+    """
+    if runtime.resources is None or runtime.catalog is None:
+        raise DemoError("the runtime is not started")
+    watchers = runtime.catalog.watchers
+    sent = {"s3": 0, "eventbridge": 0, "kinesis": 0}
+    if INBOX_FILES_WATCHER in watchers:
+        source = watchers[INBOX_FILES_WATCHER][0].source
+        bucket, prefix = getattr(source, "bucket", ""), getattr(source, "prefix", "")
+        s3 = runtime.client("s3")
+        for n in range(INBOX_FILES):
+            body = "sku,quantity\n" + "".join(f"sku-{n}-{i},{i + 1}\n" for i in range(3))
+            s3.put_object(Bucket=bucket, Key=f"{prefix}partner-{n}/orders.csv", Body=body.encode())
+            s3.put_object(Bucket=bucket, Key=f"{prefix}partner-{n}/_SUCCESS", Body=b"")
+            sent["s3"] += 1
+    if SHOP_ORDERS_WATCHER in watchers:
+        answer = runtime.client("events").put_events(
+            Entries=[
+                {
+                    "Source": "assetflow.demo.shop",
+                    "DetailType": "Order Placed",
+                    "Detail": json.dumps({"order_id": "o-1001", "amount": 42.5}),
+                }
+            ]
+        )
+        if answer.get("FailedEntryCount"):
+            raise DemoError(f"EventBridge refused the demo's order: {answer['Entries']}")
+        sent["eventbridge"] += 1
+    if WEB_CLICKS_WATCHER in watchers:
+        stream = runtime.resources.streams[WEB_CLICKS_WATCHER].stream
+        kinesis = runtime.client("kinesis")
+        for n in range(WEB_CLICKS):
+            click = {"page": f"/products/{n}", "session": "s-1"}
+            kinesis.put_record(StreamName=stream, Data=json.dumps(click).encode(), PartitionKey="s-1")
+            sent["kinesis"] += 1
+    return sent
 
 
 def wait_for_runs(
@@ -506,7 +554,8 @@ def run_demo(
             sent = send_messages(runtime)
             print(
                 f"  sent {sent['sqs']} SQS messages (one malformed), {sent['kafka']} Kafka records, "
-                f"{sent['api']} API event; waiting for the runs",
+                f"{sent['api']} API event, {sent['s3']} S3 files, {sent['eventbridge']} EventBridge event, "
+                f"{sent['kinesis']} Kinesis records; waiting for the runs",
                 file=out,
                 flush=True,
             )

@@ -403,6 +403,8 @@ class MessageTranslator:
         # S3 spells it "etag"; moto's server "eTag".
         etag = obj.get("etag", obj.get("eTag"))
         version = obj.get("version-id")
+        if version == "null":  # an object written while the bucket kept no versions (moto says so too)
+            version = None
         sequencer = obj.get("sequencer")
         described = [bucket, key, version, None if version else etag, None if version else sequencer]
         identity = f"s3:{watcher.name}:{_sha256(json.dumps(described, default=str))}"
@@ -442,7 +444,7 @@ class MessageTranslator:
                 text=text,
             )
         described_object: dict[str, Any] = {"bucket": bucket, "key": key, "size": size, "etag": etag}
-        if isinstance(version, str) and version and version != "null":
+        if isinstance(version, str) and version:
             described_object["version_id"] = version
         extra = {
             **described_object,

@@ -386,3 +386,12 @@ def test_the_sqs_handler_ingests_an_eventbridge_watchers_queue() -> None:
         "in/1.csv",
         "in/2.csv",
     ]
+
+
+def test_the_null_version_of_an_unversioned_object_is_no_version() -> None:
+    translator = MessageTranslator(CATALOG, watcher="landing")
+    first = translator.from_sqs(sqs_of(s3_event(version="null", etag="e1")), now=NOW)
+    rewritten = translator.from_sqs(sqs_of(s3_event(version="null", etag="e2")), now=NOW)
+    assert isinstance(first, Accepted) and isinstance(rewritten, Accepted)
+    assert first.identity != rewritten.identity
+    assert "version_id" not in thaw_json(first.event.extra)

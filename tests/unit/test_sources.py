@@ -395,3 +395,66 @@ def test_the_null_version_of_an_unversioned_object_is_no_version() -> None:
     assert isinstance(first, Accepted) and isinstance(rewritten, Accepted)
     assert first.identity != rewritten.identity
     assert "version_id" not in thaw_json(first.event.extra)
+
+
+# --- the custom resource that turns on the watched buckets' EventBridge notifications ------------------
+
+
+class _FakeS3:
+    def __init__(self, configs: dict[str, dict[str, Any]], fail: bool = False) -> None:
+        self.configs = configs
+        self.fail = fail
+        self.puts: list[tuple[str, dict[str, Any]]] = []
+
+    def get_bucket_notification_configuration(self, *, Bucket: str) -> dict[str, Any]:  # noqa: N803
+        if self.fail:
+            raise RuntimeError("AccessDenied")
+        return {"ResponseMetadata": {}, **self.configs.get(Bucket, {})}
+
+    def put_bucket_notification_configuration(self, **kwargs: Any) -> None:
+        self.puts.append((kwargs["Bucket"], kwargs["NotificationConfiguration"]))
+
+
+def _cfn(request: str, buckets: list[str]) -> dict[str, Any]:
+    return {
+        "RequestType": request,
+        "ResponseURL": "https://example.invalid/response",
+        "StackId": "stack",
+        "RequestId": "req",
+        "LogicalResourceId": "Notifications",
+        "ResourceProperties": {"ServiceToken": "arn", "Buckets": buckets},
+    }
+
+
+def test_create_turns_eventbridge_on_and_keeps_the_buckets_other_notifications() -> None:
+    from assetflow.functions.handle_bucket_notifications import lambda_handler
+
+    queue = {
+        "QueueConfigurations": [{"QueueArn": "arn:aws:sqs:us-east-1:1:q", "Events": ["s3:ObjectCreated:*"]}]
+    }
+    s3 = _FakeS3({"a-bucket": queue, "b-bucket": {"EventBridgeConfiguration": {}}})
+    answers: list[tuple[str, str]] = []
+    lambda_handler(
+        _cfn("Create", ["a-bucket", "b-bucket"]),
+        FakeContext(),  # type: ignore[arg-type]
+        s3=s3,
+        respond=lambda event, status, physical, reason: answers.append((status, physical)),
+    )
+    assert s3.puts == [("a-bucket", {**queue, "EventBridgeConfiguration": {}})]  # b-bucket had it already
+    assert answers == [("SUCCESS", "assetflow-eventbridge-notifications")]
+
+
+def test_a_failure_is_answered_failed_and_delete_changes_nothing() -> None:
+    from assetflow.functions.handle_bucket_notifications import lambda_handler
+
+    answers: list[tuple[str, str]] = []
+
+    def respond(event: Any, status: str, physical: str, reason: str) -> None:
+        answers.append((status, reason))
+
+    failing = _FakeS3({}, fail=True)
+    lambda_handler(_cfn("Create", ["a-bucket"]), FakeContext(), s3=failing, respond=respond)  # type: ignore[arg-type]
+    assert answers[-1][0] == "FAILED" and "AccessDenied" in answers[-1][1]
+    untouched = _FakeS3({})
+    lambda_handler(_cfn("Delete", ["a-bucket"]), FakeContext(), s3=untouched, respond=respond)  # type: ignore[arg-type]
+    assert answers[-1][0] == "SUCCESS" and untouched.puts == []

@@ -31,7 +31,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_validate_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "validate", "--pipelines", PIPELINES)
     assert code == 0
-    assert out == "ok: 7 pipelines, 9 assets, 2 aliases, 2 watchers (1 warnings)\n"
+    assert out == "ok: 8 pipelines, 14 assets, 2 aliases, 5 watchers (1 warnings)\n"
     assert err == REFRESH_WARNING + "\n"
 
 
@@ -40,10 +40,10 @@ def test_validate_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert json.loads(out) == {
         "valid": True,
-        "pipelines": 7,
-        "assets": 9,
+        "pipelines": 8,
+        "assets": 14,
         "aliases": 2,
-        "watchers": 2,
+        "watchers": 5,
         "warnings": [REFRESH_WARNING],
     }
 
@@ -92,7 +92,7 @@ def test_pipelines_default_to_the_pipelines_folder(
     monkeypatch.chdir(Path(PIPELINES).parent)
     code, out, _ = run(capsys, "validate")
     assert code == 0
-    assert out.startswith("ok: 7 pipelines")
+    assert out.startswith("ok: 8 pipelines")
 
 
 # --- catalog ------------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def test_catalog_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "catalog", "--pipelines", PIPELINES)
     assert code == 0
     lines = out.splitlines()
-    assert len(lines) == 7
+    assert len(lines) == 8
     assert "partner_feed_audit: alias:partner-exports -> spark_jobs/partner_feed_audit.py" in lines
     assert (
         "ops_dashboard: (s3://assetflow-demo/curated/deliveries & s3://assetflow-demo/iot/readings) | "

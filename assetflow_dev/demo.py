@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import AssetAlias
-from assetflow.core.watchers import KafkaTopic
+from assetflow.core.watchers import EventBridgePattern, KafkaTopic, S3ObjectCreated, SqsQueue
 from assetflow.loader import find_project_root, load_catalog
 from assetflow_dev.runtime import LocalRuntime, RuntimeOptions
 
@@ -394,7 +394,8 @@ class ProjectDemo:
     """A project's ``demo.json``: the messages to send and the runs to expect.
 
     ``{"messages": [{"watcher", "body"}], "expect": {"runs": {id: n}, "quarantined": n}}``. Each message
-    goes to its watcher's SQS queue or Kafka topic as it is (an object is sent as JSON). The
+    goes to its watcher's SQS queue or Kafka topic as it is (an object is sent as JSON); to an S3 watcher as
+    an object, an EventBridge watcher as an event's detail, a Kinesis watcher as a record (``put_to_source``). The
     demo passes when each pipeline of ``expect.runs`` (default: every pipeline) has that many successful runs
     or more, no run failed, every asset it involves got an event, and exactly ``quarantined`` (default 0)
     messages were quarantined.
@@ -469,6 +470,8 @@ class ProjectDemo:
                     )
                     producer.send(runtime.resources.topics[watcher].topic, value=body.encode())
                     sent["kafka"] += 1
+                elif not isinstance(runtime.catalog.watchers[watcher][0].source, SqsQueue):
+                    sent[put_to_source(runtime, watcher, body, sum(sent.values()))] += 1
                 else:
                     url = runtime.resources.queues[watcher].url
                     runtime.client("sqs").send_message(QueueUrl=url, MessageBody=body)
@@ -479,6 +482,35 @@ class ProjectDemo:
             if producer is not None:
                 producer.close(timeout=5)
         return dict(sent)
+
+
+def put_to_source(runtime: LocalRuntime, watcher: str, body: str, n: int) -> str:
+    """Send a demo message as its source expects it: an S3 object, an EventBridge event or a Kinesis record.
+
+    The object's key is ``<prefix>demo-<n><suffix>``; the event's source and detail-type are the first ones its
+    watcher's pattern lists, and the body is its detail. Returns the kind of source.
+
+    Raises:
+        DemoError: an EventBridge pattern names no plain source and detail-type to send.
+    """
+    if runtime.resources is None or runtime.catalog is None:
+        raise DemoError("the runtime is not started")
+    source = runtime.catalog.watchers[watcher][0].source
+    if isinstance(source, S3ObjectCreated):
+        key = f"{source.prefix}demo-{n}{source.suffix}"
+        runtime.client("s3").put_object(Bucket=source.bucket, Key=key, Body=body.encode())
+        return "s3"
+    if isinstance(source, EventBridgePattern):
+        pattern = source.event_pattern()
+        names = [pattern.get(k, [None])[0] for k in ("source", "detail-type")]
+        if not all(isinstance(name, str) for name in names):
+            raise DemoError(f"watcher {watcher!r}: its pattern names no plain source and detail-type to send")
+        entry = {"Source": names[0], "DetailType": names[1], "Detail": body, "EventBusName": source.bus}
+        runtime.client("events").put_events(Entries=[entry])
+        return "eventbridge"
+    stream = runtime.resources.streams[watcher].stream
+    runtime.client("kinesis").put_record(StreamName=stream, Data=body.encode(), PartitionKey=f"demo-{n}")
+    return "kinesis"
 
 
 def _scenario(options: RuntimeOptions) -> tuple[Catalog, ProjectDemo | None]:

@@ -213,3 +213,28 @@ def test_an_s3_event_stays_one_event_when_eventbridge_delivers_it_twice(
     runtime.client("sqs").send_message(QueueUrl=queue, MessageBody=json.dumps(copy))
     time.sleep(2.0)
     assert len(_events(store, LANDED, lambda x: x.get("key") == key)) == 1
+
+
+def test_a_projects_demo_messages_reach_s3_eventbridge_and_kinesis_watchers(
+    runtime: LocalRuntime, store: DynamoDbStore
+) -> None:
+    from assetflow_dev.demo import put_to_source
+
+    marker = uuid.uuid4().hex[:8]
+    kinds = [
+        put_to_source(runtime, "inbox-files", "a,b\n", 900),
+        put_to_source(runtime, "shop-orders", json.dumps({"order_id": marker, "amount": 1}), 901),
+        put_to_source(runtime, "web-clicks", json.dumps({"page": f"/{marker}"}), 902),
+    ]
+    assert kinds == ["s3", "eventbridge", "kinesis"]
+    _eventually(
+        lambda: _events(store, LANDED, lambda x: x.get("key") == "incoming/demo-900.csv"), what="file"
+    )
+    _eventually(
+        lambda: _events(store, ORDERS, lambda x: (x.get("detail") or {}).get("order_id") == marker),
+        what="order",
+    )
+    _eventually(
+        lambda: _events(store, CLICKS, lambda x: (x.get("payload") or {}).get("page") == f"/{marker}"),
+        what="click",
+    )

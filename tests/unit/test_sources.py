@@ -458,3 +458,17 @@ def test_a_failure_is_answered_failed_and_delete_changes_nothing() -> None:
     untouched = _FakeS3({})
     lambda_handler(_cfn("Delete", ["a-bucket"]), FakeContext(), s3=untouched, respond=respond)  # type: ignore[arg-type]
     assert answers[-1][0] == "SUCCESS" and untouched.puts == []
+
+
+def test_validate_warns_when_a_pipeline_writes_under_a_watched_prefix() -> None:
+    from assetflow import Pipeline, SparkJob
+
+    watched = Asset(
+        "s3://drop-zone/in", watchers=[AssetWatcher("drops", S3ObjectCreated("drop-zone", prefix="in/"))]
+    )
+    job = SparkJob("spark_jobs/x.py")
+    inside = Pipeline("writes_inside", schedule=watched, job=job, outlets=[Asset("s3://drop-zone/in/out")])
+    outside = Pipeline("writes_outside", schedule=watched, job=job, outlets=[Asset("s3://drop-zone/curated")])
+    warnings = [str(w) for w in Catalog.build([inside, outside]).warnings]
+    assert len(warnings) == 1
+    assert "writes_inside" in warnings[0] and "watcher 'drops' watches" in warnings[0]

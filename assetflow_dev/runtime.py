@@ -46,6 +46,7 @@ from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBr
 from assetflow_dev.failures import AsyncInvocation, S3FailureSink
 from assetflow_dev.invoke_server import LocalInvokeServer
 from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
+from assetflow_dev.mirror import mirroring
 from assetflow_dev.pollers import (
     MAX_CONCURRENT_SHARDS,
     KafkaPoller,
@@ -595,6 +596,9 @@ class LocalRuntime:
                 writes_events=True,
             )
             self.functions[f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}"] = ingest
+            if watcher in r.rules and r.rules[watcher].pattern.get("source") == ["aws.s3"]:
+                # An S3 watcher's objects, where the runs' s3:// paths find them (assetflow_dev/mirror.py).
+                ingest = mirroring(ingest, self.client("s3"), r.path_map)
             self.pollers.append(
                 SqsPoller(
                     name=f"sqs:{watcher}",

@@ -238,3 +238,15 @@ def test_a_projects_demo_messages_reach_s3_eventbridge_and_kinesis_watchers(
         lambda: _events(store, CLICKS, lambda x: (x.get("payload") or {}).get("page") == f"/{marker}"),
         what="click",
     )
+
+
+def test_a_created_object_is_in_its_buckets_data_folder_before_its_event(
+    runtime: LocalRuntime, store: DynamoDbStore
+) -> None:
+    # Locally s3:// data paths are folders: the run an object triggers finds the file where its path says.
+    assert runtime.resources is not None
+    key = f"incoming/{uuid.uuid4().hex[:8]}/data.csv"
+    runtime.client("s3").put_object(Bucket=BUCKET, Key=key, Body=b"sku,quantity\nsku-9,9\n")
+    _eventually(lambda: _events(store, LANDED, lambda x: x.get("key") == key), what="the event")
+    local = Path(runtime.resources.path_map[f"s3://{BUCKET}"]) / key
+    assert local.read_bytes() == b"sku,quantity\nsku-9,9\n"

@@ -472,3 +472,15 @@ def test_validate_warns_when_a_pipeline_writes_under_a_watched_prefix() -> None:
     warnings = [str(w) for w in Catalog.build([inside, outside]).warnings]
     assert len(warnings) == 1
     assert "writes_inside" in warnings[0] and "watcher 'drops' watches" in warnings[0]
+
+
+def test_the_local_mirror_places_created_objects_inside_their_buckets_folder(tmp_path: Any) -> None:
+    from assetflow_dev.mirror import local_path, object_created
+
+    path_map = {"s3://landing-zone": str(tmp_path)}
+    assert object_created(json.dumps(s3_event("in/a b.csv"))) == ("landing-zone", "in/a b.csv")
+    assert object_created(json.dumps(app_event({"x": 1}))) is None
+    assert object_created("not json") is None
+    assert local_path(path_map, "landing-zone", "in/a b.csv") == tmp_path / "in" / "a b.csv"
+    assert local_path(path_map, "landing-zone", "../../etc/passwd") is None  # never outside the folder
+    assert local_path(path_map, "other-bucket", "x.csv") is None

@@ -154,3 +154,39 @@ def test_eventbridge_notifications_are_turned_on_once_keeping_the_others(moto_se
     assert enable_eventbridge(s3, bucket) is True
     configured = s3.get_bucket_notification_configuration(Bucket=bucket)
     assert configured["QueueConfigurations"][0]["QueueArn"] == queue_arn
+
+
+def test_a_given_up_kinesis_batch_lands_in_the_failures_bucket_under_its_shard(
+    moto_server: MotoServer, kinesis_client: Any, stream: tuple[str, str], pollers: list[Poller]
+) -> None:
+    from assetflow_dev.failures import S3FailureSink
+
+    name, arn = stream
+    s3 = client("s3", moto_server.endpoint)
+    bucket = f"failures-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    _put(kinesis_client, name, "poison")
+
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        raise RuntimeError("cannot store this batch")
+
+    poller = start(
+        pollers,
+        KinesisPoller(
+            name="clicks",
+            kinesis=kinesis_client,
+            stream_arn=arn,
+            handler=Recorder(handle),
+            function_name="assetflow-local-ingest-clicks",
+            starting_position="TRIM_HORIZON",
+            retry_attempts=0,
+            on_failure=S3FailureSink(s3, bucket, "ingest-clicks"),
+            idle_poll_interval=0.2,
+        ),
+    )
+    eventually(lambda: poller.stats.dead_lettered == 1, what="the batch given up")
+    (item,) = s3.list_objects_v2(Bucket=bucket)["Contents"]
+    assert item["Key"].split("/")[3] == "shardId-000000000000"  # aws/lambda/<mapping>/<shard>/...
+    kept = json.loads(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
+    assert kept["KinesisBatchInfo"]["streamArn"] == arn
+    assert kept["requestContext"]["functionArn"].endswith(":function:assetflow-local-ingest-clicks")

@@ -233,3 +233,31 @@ def test_validate_refuses_an_invalid_watcher_schema(tmp_path, capsys) -> None:
     )
     assert cli.main(["validate", "--pipelines", str(tmp_path)]) == 1
     assert "watcher 'w' schema" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        (
+            "S3ObjectCreated('s3://landing')",
+            "S3ObjectCreated('s3://landing'): a bucket name has 3-63 characters",
+        ),
+        ("EventBridgePattern({'source': 'shop'})", "expected a list of allowed values"),
+        (
+            "KinesisStream('clicks', batch_size=0)",
+            "KinesisStream('clicks'): batch_size must be between 1 and 10000",
+        ),
+        ("S3ObjectCreated('landing', schema={'type': 7})", "invalid JSON Schema"),
+    ],
+)
+def test_validate_refuses_a_bad_source_saying_what_is_wrong(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, source: str, words: str
+) -> None:
+    (tmp_path / "defs.py").write_text(
+        "from assetflow import Asset, AssetWatcher, EventBridgePattern, KinesisStream, S3ObjectCreated\n"
+        f"a = Asset('x-a://a', watchers=[AssetWatcher('w', {source})])\n"
+    )
+    code, out, err = run(capsys, "validate", "--pipelines", str(tmp_path))
+    assert code == 1
+    assert out == ""
+    assert words in err

@@ -190,3 +190,51 @@ def test_a_given_up_kinesis_batch_lands_in_the_failures_bucket_under_its_shard(
     kept = json.loads(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
     assert kept["KinesisBatchInfo"]["streamArn"] == arn
     assert kept["requestContext"]["functionArn"].endswith(":function:assetflow-local-ingest-clicks")
+
+
+def test_a_pattern_on_a_bus_of_its_own_and_a_second_watcher_of_one_bucket(
+    moto_server: MotoServer, dynamodb_local: Any, tmp_path: Any
+) -> None:
+    from assetflow import Asset, AssetWatcher, Catalog, EventBridgePattern, S3ObjectCreated
+    from assetflow_dev.resources import ResourceNames, provision
+
+    bucket = f"shared-{uuid.uuid4().hex[:8]}"
+    catalog = Catalog.build(
+        [
+            Asset(
+                "x-a://orders",
+                watchers=[AssetWatcher("orders", EventBridgePattern({"source": ["shop"]}, bus="shop-bus"))],
+            ),
+            Asset("x-a://csv", watchers=[AssetWatcher("csv", S3ObjectCreated(bucket, suffix=".csv"))]),
+            Asset("x-a://raw", watchers=[AssetWatcher("raw", S3ObjectCreated(bucket, prefix="raw/"))]),
+        ]
+    )
+    resources = provision(
+        catalog,
+        dynamodb_endpoint=dynamodb_local.endpoint,
+        moto_endpoint=moto_server.endpoint,
+        kafka=None,
+        work_dir=tmp_path,
+        names=ResourceNames(prefix=f"af-{uuid.uuid4().hex[:8]}"),
+    )
+    assert resources.rules["orders"].bus == "shop-bus"
+    events, sqs, s3 = (client(s, moto_server.endpoint) for s in ("events", "sqs", "s3"))
+    events.put_events(
+        Entries=[{"Source": "shop", "DetailType": "x", "Detail": "{}", "EventBusName": "shop-bus"}]
+    )
+    events.put_events(
+        Entries=[{"Source": "shop", "DetailType": "x", "Detail": "{}"}]
+    )  # the default bus: not watched
+    s3.put_object(Bucket=bucket, Key="raw/a.csv", Body=b"1")  # both watchers
+    s3.put_object(Bucket=bucket, Key="raw/b.json", Body=b"1")  # raw only
+    s3.put_object(Bucket=bucket, Key="c.csv", Body=b"1")  # csv only
+
+    def bodies(watcher: str) -> list[dict[str, Any]]:
+        got = sqs.receive_message(
+            QueueUrl=resources.queues[watcher].url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        )
+        return [json.loads(m["Body"]) for m in got.get("Messages", [])]
+
+    assert [b["source"] for b in bodies("orders")] == ["shop"]
+    assert sorted(b["detail"]["object"]["key"] for b in bodies("csv")) == ["c.csv", "raw/a.csv"]
+    assert sorted(b["detail"]["object"]["key"] for b in bodies("raw")) == ["raw/a.csv", "raw/b.json"]

@@ -398,6 +398,8 @@ class MessageTranslator:
             (detail.get("bucket") or {}).get("name") if isinstance(detail.get("bucket"), Mapping) else None
         )
         obj = detail.get("object") if isinstance(detail.get("object"), Mapping) else {}
+        # EventBridge events carry the key as it was written (S3's SQS, SNS and Lambda notifications URL-encode
+        # it: "a b.csv" arrives as "a+b.csv" there), so it is used as it comes.
         key = obj.get("key")
         size = obj.get("size")
         # S3 spells it "etag"; moto's server "eTag".

@@ -316,7 +316,15 @@ class Ingest(Construct):
         ingest = self._function(scope, name, KINESIS_HANDLER, "kinesis")
         stream: kinesis.IStream
         if source.arn is not None:
-            stream = kinesis.Stream.from_stream_arn(scope, "ExistingStream", source.arn)
+            key_arn = config.existing_stream_keys.get(source.arn)
+            # A stream encrypted with a customer managed key: reading it needs kms:Decrypt on that key, which
+            # the mapping grants when the stream names its key.
+            stream = kinesis.Stream.from_stream_attributes(
+                scope,
+                "ExistingStream",
+                stream_arn=source.arn,
+                encryption_key=kms.Key.from_key_arn(scope, "ExistingStreamKey", key_arn) if key_arn else None,
+            )
         else:
             stream = kinesis.Stream(
                 scope,

@@ -149,3 +149,45 @@ def test_kinesis_streams_are_named_in_the_outputs(env: Synthesised) -> None:
     outputs = env.template.to_json()["Outputs"]
     streams = outputs["StreamNames"]["Value"]
     assert all(name in json.dumps(streams) for name, _s in _watchers(env, KinesisStream))
+
+
+def test_an_existing_stream_is_read_with_decrypt_on_its_own_key_only(tmp_path: Any) -> None:
+    import dataclasses
+
+    from aws_cdk import App
+    from aws_cdk.assertions import Template
+
+    from assetflow import Asset, AssetWatcher, Catalog
+    from assetflow.cdk.app_context import feature_flags
+    from assetflow.cdk.config import ENVIRONMENTS
+    from assetflow.cdk.stack import AssetflowStack
+    from tests.infra.conftest import ROOT
+
+    # Given a watcher of an existing stream encrypted with a customer managed key, named in the config
+    stream_arn = "arn:aws:kinesis:us-east-1:123456789012:stream/partner-clicks"
+    key_arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    catalog = Catalog.build(
+        [Asset("x-a://clicks", watchers=[AssetWatcher("partner-clicks", KinesisStream(stream_arn))])]
+    )
+    config = dataclasses.replace(
+        ENVIRONMENTS["dev"], name="existing", existing_stream_keys={stream_arn: key_arn}
+    )
+    app = App(outdir=str(tmp_path / "out"), context=feature_flags(ROOT))
+    stack = AssetflowStack(
+        app, "existing", catalog=catalog, config=config, project_root=ROOT, build_dir=tmp_path / "b"
+    )
+    template = Template.from_stack(stack).to_json()
+
+    # Then the ingest role reads that stream and may decrypt with that key, and no stream is created
+    assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::Kinesis::Stream"]
+    statements = [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    reads = [s for s in statements if "kinesis:GetRecords" in _as_list(s["Action"])]
+    assert reads and all(_as_list(s["Resource"]) == [stream_arn] for s in reads)
+    assert any(
+        "kms:Decrypt" in _as_list(s["Action"]) and key_arn in json.dumps(s["Resource"]) for s in statements
+    )

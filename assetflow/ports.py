@@ -337,16 +337,16 @@ class RunStore(Protocol):
         """
         ...
 
-    def run_id_for_job(self, job_run_id: str) -> str | None:
-        """The run a job run belongs to, if assetflow submitted it."""
-        ...
-
     def record_submission_failure(self, run_id: str, reason: str, *, now: datetime) -> None:
         """Keep the last submission error on the run for operators."""
         ...
 
-    def set_run_state(self, run_id: str, new: RunState, *, job_run_id: str | None = None) -> tuple[Run, bool]:
+    def set_run_state(
+        self, run_id: str, new: RunState, *, job_run_id: str | None = None, now: datetime | None = None
+    ) -> tuple[Run, bool]:
         """Move a run to ``new`` if the state table allows it; returns the run and whether it moved.
+
+        ``now``: a final state records it as the run's ``ended_at``, the first time only.
 
         Raises:
             NotFoundError: no such run.

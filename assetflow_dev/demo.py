@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import AssetAlias
-from assetflow.core.watchers import KafkaTopic
+from assetflow.core.watchers import EventBridgePattern, KafkaTopic, S3ObjectCreated, SqsQueue
 from assetflow.loader import find_project_root, load_catalog
 from assetflow_dev.runtime import LocalRuntime, RuntimeOptions
 
@@ -25,6 +25,12 @@ from assetflow_dev.runtime import LocalRuntime, RuntimeOptions
 DELIVERIES_WATCHER = "deliveries"
 SENSORS_WATCHER = "sensor-readings"
 REFRESH_ASSET = "x-ops://dashboard/refresh"
+#: The inbox's watchers (pipelines/inbox.py): files put in S3, an order on EventBridge, clicks on Kinesis.
+INBOX_FILES_WATCHER = "inbox-files"
+SHOP_ORDERS_WATCHER = "shop-orders"
+WEB_CLICKS_WATCHER = "web-clicks"
+INBOX_FILES = 2
+WEB_CLICKS = 3
 DELIVERIES = 3
 SENSOR_READINGS = 24
 #: A delivery message that breaks the watcher's schema: it must be quarantined, never lost or retried.
@@ -264,7 +270,49 @@ def send_messages(runtime: LocalRuntime) -> dict[str, int]:
     with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
         if response.status != 201:
             raise DemoError(f"POST /assets/events answered {response.status}")
-    return {"sqs": len(bodies) + 1, "kafka": len(readings), "api": 1}
+    return {"sqs": len(bodies) + 1, "kafka": len(readings), "api": 1} | feed_inbox(runtime)
+
+
+def feed_inbox(runtime: LocalRuntime) -> dict[str, int]:
+    """Put files in the inbox bucket, an order on the default bus, clicks on the stream (when they are watched).
+
+    Each file's upload ends with a ``_SUCCESS`` marker, as Spark and Hadoop writers leave one: the watcher's
+    suffix keeps it out (no event, nothing quarantined).
+    """
+    if runtime.resources is None or runtime.catalog is None:
+        raise DemoError("the runtime is not started")
+    watchers = runtime.catalog.watchers
+    sent = {"s3": 0, "eventbridge": 0, "kinesis": 0}
+    if INBOX_FILES_WATCHER in watchers:
+        source = watchers[INBOX_FILES_WATCHER][0].source
+        bucket, prefix = getattr(source, "bucket", ""), getattr(source, "prefix", "")
+        s3 = runtime.client("s3")
+        for n in range(INBOX_FILES):
+            body = "sku,quantity\n" + "".join(f"sku-{n}-{i},{i + 1}\n" for i in range(3))
+            s3.put_object(Bucket=bucket, Key=f"{prefix}partner-{n}/orders.csv", Body=body.encode())
+            s3.put_object(Bucket=bucket, Key=f"{prefix}partner-{n}/_SUCCESS", Body=b"")
+            sent["s3"] += 1
+    if SHOP_ORDERS_WATCHER in watchers:
+        answer = runtime.client("events").put_events(
+            Entries=[
+                {
+                    "Source": "assetflow.demo.shop",
+                    "DetailType": "Order Placed",
+                    "Detail": json.dumps({"order_id": "o-1001", "amount": 42.5}),
+                }
+            ]
+        )
+        if answer.get("FailedEntryCount"):
+            raise DemoError(f"EventBridge refused the demo's order: {answer['Entries']}")
+        sent["eventbridge"] += 1
+    if WEB_CLICKS_WATCHER in watchers:
+        stream = runtime.resources.streams[WEB_CLICKS_WATCHER].stream
+        kinesis = runtime.client("kinesis")
+        for n in range(WEB_CLICKS):
+            click = {"page": f"/products/{n}", "session": "s-1"}
+            kinesis.put_record(StreamName=stream, Data=json.dumps(click).encode(), PartitionKey="s-1")
+            sent["kinesis"] += 1
+    return sent
 
 
 def wait_for_runs(
@@ -346,7 +394,8 @@ class ProjectDemo:
     """A project's ``demo.json``: the messages to send and the runs to expect.
 
     ``{"messages": [{"watcher", "body"}], "expect": {"runs": {id: n}, "quarantined": n}}``. Each message
-    goes to its watcher's SQS queue or Kafka topic as it is (an object is sent as JSON). The
+    goes to its watcher's SQS queue or Kafka topic as it is (an object is sent as JSON); to an S3 watcher as
+    an object, an EventBridge watcher as an event's detail, a Kinesis watcher as a record (``put_to_source``). The
     demo passes when each pipeline of ``expect.runs`` (default: every pipeline) has that many successful runs
     or more, no run failed, every asset it involves got an event, and exactly ``quarantined`` (default 0)
     messages were quarantined.
@@ -421,6 +470,8 @@ class ProjectDemo:
                     )
                     producer.send(runtime.resources.topics[watcher].topic, value=body.encode())
                     sent["kafka"] += 1
+                elif not isinstance(runtime.catalog.watchers[watcher][0].source, SqsQueue):
+                    sent[put_to_source(runtime, watcher, body, sum(sent.values()))] += 1
                 else:
                     url = runtime.resources.queues[watcher].url
                     runtime.client("sqs").send_message(QueueUrl=url, MessageBody=body)
@@ -431,6 +482,35 @@ class ProjectDemo:
             if producer is not None:
                 producer.close(timeout=5)
         return dict(sent)
+
+
+def put_to_source(runtime: LocalRuntime, watcher: str, body: str, n: int) -> str:
+    """Send a demo message as its source expects it: an S3 object, an EventBridge event or a Kinesis record.
+
+    The object's key is ``<prefix>demo-<n><suffix>``; the event's source and detail-type are the first ones its
+    watcher's pattern lists, and the body is its detail. Returns the kind of source.
+
+    Raises:
+        DemoError: an EventBridge pattern names no plain source and detail-type to send.
+    """
+    if runtime.resources is None or runtime.catalog is None:
+        raise DemoError("the runtime is not started")
+    source = runtime.catalog.watchers[watcher][0].source
+    if isinstance(source, S3ObjectCreated):
+        key = f"{source.prefix}demo-{n}{source.suffix}"
+        runtime.client("s3").put_object(Bucket=source.bucket, Key=key, Body=body.encode())
+        return "s3"
+    if isinstance(source, EventBridgePattern):
+        pattern = source.event_pattern()
+        names = [pattern.get(k, [None])[0] for k in ("source", "detail-type")]
+        if not all(isinstance(name, str) for name in names):
+            raise DemoError(f"watcher {watcher!r}: its pattern names no plain source and detail-type to send")
+        entry = {"Source": names[0], "DetailType": names[1], "Detail": body, "EventBusName": source.bus}
+        runtime.client("events").put_events(Entries=[entry])
+        return "eventbridge"
+    stream = runtime.resources.streams[watcher].stream
+    runtime.client("kinesis").put_record(StreamName=stream, Data=body.encode(), PartitionKey=f"demo-{n}")
+    return "kinesis"
 
 
 def _scenario(options: RuntimeOptions) -> tuple[Catalog, ProjectDemo | None]:
@@ -506,7 +586,8 @@ def run_demo(
             sent = send_messages(runtime)
             print(
                 f"  sent {sent['sqs']} SQS messages (one malformed), {sent['kafka']} Kafka records, "
-                f"{sent['api']} API event; waiting for the runs",
+                f"{sent['api']} API event, {sent['s3']} S3 files, {sent['eventbridge']} EventBridge event, "
+                f"{sent['kinesis']} Kinesis records; waiting for the runs",
                 file=out,
                 flush=True,
             )

@@ -54,7 +54,12 @@ class S3FailureSink:
 
     def __call__(self, record: dict[str, Any]) -> None:
         """Keep one on-failure record (its key names the shard or the first partition of the batch)."""
-        info = record.get("DDBStreamBatchInfo") or record.get("KafkaBatchInfo") or {}
+        info = (
+            record.get("DDBStreamBatchInfo")
+            or record.get("KinesisBatchInfo")
+            or record.get("KafkaBatchInfo")
+            or {}
+        )
         where = str(info.get("shardId") or next(iter(info.get("recordsInfo") or {"batch": None})))
         now = datetime.now(UTC)
         key = (

@@ -881,8 +881,8 @@ class StreamPoller(Poller):
         records = page.get("Records") or []
         if not records:
             return shard.ended
-        shard.read_up_to = str(records[-1]["dynamodb"]["SequenceNumber"])
-        wanted = [stream_record(r, stream_arn=self.stream_arn) for r in records]
+        shard.read_up_to = self._read_sequence(records[-1])
+        wanted = [self._lambda_record(r, shard.shard_id) for r in records]
         if self.accept is not None:
             wanted = [r for r in wanted if self.accept(r)]
         if not wanted:
@@ -929,7 +929,7 @@ class StreamPoller(Poller):
             return
         batch = shard.pending[0]
         response, error, context = self._invoke({"Records": batch}, len(batch))
-        sequence = [r["dynamodb"]["SequenceNumber"] for r in batch]
+        sequence = [self._sequence(r) for r in batch]
         first_failed = len(batch)
         if error is not None:
             first_failed = 0
@@ -970,19 +970,40 @@ class StreamPoller(Poller):
         context: LocalLambdaContext,
         error: BaseException | None,
     ) -> dict[str, Any]:
-        first, last = batch[0]["dynamodb"], batch[-1]["dynamodb"]
         return _failure_context(context, shard.attempts, error) | {
-            "DDBStreamBatchInfo": {
-                "shardId": shard.shard_id,
-                "startSequenceNumber": first["SequenceNumber"],
-                "endSequenceNumber": last["SequenceNumber"],
-                "approximateArrivalOfFirstRecord": _iso_seconds(first.get("ApproximateCreationDateTime")),
-                "approximateArrivalOfLastRecord": _iso_seconds(last.get("ApproximateCreationDateTime")),
-                "batchSize": len(batch),
-                "streamArn": self.stream_arn,
-            },
+            self.BATCH_INFO: self._batch_info(shard, batch),
             # As Lambda's S3 on-failure destination writes it: the invocation's event, records and all.
             "payload": json.dumps({"Records": batch}),
+        }
+
+    # -- the record shapes (a DynamoDB stream's; a Kinesis stream poller has its own) --------------------
+
+    #: The key of the batch's description in the on-failure record.
+    BATCH_INFO = "DDBStreamBatchInfo"
+
+    def _read_sequence(self, record: Mapping[str, Any]) -> str:
+        """The sequence number of a record as GetRecords returns it."""
+        return str(record["dynamodb"]["SequenceNumber"])
+
+    def _lambda_record(self, record: Mapping[str, Any], shard_id: str) -> dict[str, Any]:
+        """A GetRecords record as a record of the Lambda event."""
+        return stream_record(record, stream_arn=self.stream_arn)
+
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        """The sequence number of a record of the Lambda event."""
+        return str(record["dynamodb"]["SequenceNumber"])
+
+    def _batch_info(self, shard: _Shard, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        """The on-failure record's description of a batch given up on."""
+        first, last = batch[0]["dynamodb"], batch[-1]["dynamodb"]
+        return {
+            "shardId": shard.shard_id,
+            "startSequenceNumber": first["SequenceNumber"],
+            "endSequenceNumber": last["SequenceNumber"],
+            "approximateArrivalOfFirstRecord": _iso_seconds(first.get("ApproximateCreationDateTime")),
+            "approximateArrivalOfLastRecord": _iso_seconds(last.get("ApproximateCreationDateTime")),
+            "batchSize": len(batch),
+            "streamArn": self.stream_arn,
         }
 
     def _give_up(self, shard: _Shard) -> None:
@@ -995,7 +1016,7 @@ class StreamPoller(Poller):
         record = shard.failure or {}
         if self.on_failure is not None:
             self.on_failure(record)
-        info = record.get("DDBStreamBatchInfo", {})
+        info = record.get(self.BATCH_INFO, {})
         logger.warning(
             "stream records given up after their retries" + ("" if self.on_failure else ", and dropped"),
             extra={
@@ -1007,7 +1028,7 @@ class StreamPoller(Poller):
             },
         )
         self.stats.dead_lettered += len(batch)
-        shard.checkpoint = batch[-1]["dynamodb"]["SequenceNumber"]
+        shard.checkpoint = self._sequence(batch[-1])
         shard.pending.pop(0)
         if not shard.pending and shard.read_up_to is not None:
             shard.checkpoint = shard.read_up_to
@@ -1064,6 +1085,125 @@ def _iso_seconds(moment: Any) -> str | None:
     if not isinstance(moment, datetime):
         return None
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- Kinesis -----------------------------------------------------------------------------------------------
+
+
+class _KinesisShards:
+    """A Kinesis client with the DynamoDB Streams calls `StreamPoller` makes (the two APIs are alike).
+
+    Calls name the stream by name: moto's GetRecords cannot find the stream of an iterator that was asked for
+    by ARN.
+    """
+
+    def __init__(self, kinesis: Any, stream_arn: str) -> None:
+        self._kinesis = kinesis
+        self._name = stream_arn.rsplit("/", 1)[-1]
+
+    def describe_stream(self, *, StreamArn: str, ExclusiveStartShardId: str | None = None) -> dict[str, Any]:  # noqa: N803
+        kwargs: dict[str, Any] = {"StreamName": self._name}
+        if ExclusiveStartShardId:
+            kwargs["ExclusiveStartShardId"] = ExclusiveStartShardId
+        description = self._kinesis.describe_stream(**kwargs)["StreamDescription"]
+        shards = description.get("Shards") or []
+        more = description.get("HasMoreShards") and shards
+        return {
+            "StreamDescription": {
+                "Shards": shards,
+                "LastEvaluatedShardId": shards[-1]["ShardId"] if more else None,
+            }
+        }
+
+    def get_shard_iterator(
+        self,
+        *,
+        StreamArn: str,  # noqa: N803
+        ShardId: str,  # noqa: N803
+        ShardIteratorType: str,  # noqa: N803
+        SequenceNumber: str | None = None,  # noqa: N803
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "StreamName": self._name,
+            "ShardId": ShardId,
+            "ShardIteratorType": ShardIteratorType,
+        }
+        if SequenceNumber is not None:
+            kwargs["StartingSequenceNumber"] = SequenceNumber
+        return dict(self._kinesis.get_shard_iterator(**kwargs))
+
+    def get_records(self, *, ShardIterator: str, Limit: int) -> dict[str, Any]:  # noqa: N803
+        return dict(self._kinesis.get_records(ShardIterator=ShardIterator, Limit=Limit))
+
+
+class KinesisPoller(StreamPoller):
+    """A Kinesis event-source mapping: `StreamPoller`'s reading, retries, bisection and on-failure records.
+
+    Each shard is read in order and handed over as Lambda's Kinesis event; a partial batch response retries
+    from the lowest sequence number reported, a raising handler gets the batch again halved
+    (BisectBatchOnFunctionError), and after ``retry_attempts`` retries the batch goes, records and all, to
+    ``on_failure`` as Lambda's on-failure record for Kinesis (``KinesisBatchInfo``).
+    """
+
+    BATCH_INFO = "KinesisBatchInfo"
+
+    def __init__(self, *, kinesis: Any, stream_arn: str, **kwargs: Any) -> None:
+        super().__init__(streams=_KinesisShards(kinesis, stream_arn), stream_arn=stream_arn, **kwargs)
+
+    def _read_sequence(self, record: Mapping[str, Any]) -> str:
+        return str(record["SequenceNumber"])
+
+    def _lambda_record(self, record: Mapping[str, Any], shard_id: str) -> dict[str, Any]:
+        return kinesis_record(
+            record,
+            stream_arn=self.stream_arn,
+            shard_id=shard_id,
+            function_arn=function_arn(self.function_name),
+        )
+
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        return str(record["kinesis"]["sequenceNumber"])
+
+    def _batch_info(self, shard: _Shard, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        first, last = batch[0]["kinesis"], batch[-1]["kinesis"]
+        return {
+            "shardId": shard.shard_id,
+            "startSequenceNumber": first["sequenceNumber"],
+            "endSequenceNumber": last["sequenceNumber"],
+            "approximateArrivalOfFirstRecord": _iso_millis(
+                datetime.fromtimestamp(first["approximateArrivalTimestamp"], UTC)
+            ),
+            "approximateArrivalOfLastRecord": _iso_millis(
+                datetime.fromtimestamp(last["approximateArrivalTimestamp"], UTC)
+            ),
+            "batchSize": len(batch),
+            "streamArn": self.stream_arn,
+        }
+
+
+def kinesis_record(
+    record: Mapping[str, Any], *, stream_arn: str, shard_id: str, function_arn: str = ""
+) -> dict[str, Any]:
+    """One Kinesis GetRecords record (as boto3 parses it) as a record of Lambda's Kinesis event."""
+    arrival = record.get("ApproximateArrivalTimestamp")
+    seconds = arrival.timestamp() if isinstance(arrival, datetime) else float(arrival or 0)
+    sequence = str(record["SequenceNumber"])
+    return {
+        "kinesis": {
+            "kinesisSchemaVersion": "1.0",
+            "partitionKey": record.get("PartitionKey"),
+            "sequenceNumber": sequence,
+            "data": _b64(record.get("Data") or b""),
+            "approximateArrivalTimestamp": round(seconds, 3),
+        },
+        "eventSource": "aws:kinesis",
+        "eventVersion": "1.0",
+        "eventID": f"{shard_id}:{sequence}",
+        "eventName": "aws:kinesis:record",
+        "invokeIdentityArn": function_arn,
+        "awsRegion": _arn_region(stream_arn),
+        "eventSourceARN": stream_arn,
+    }
 
 
 # -- Kafka -------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import urllib.parse
@@ -14,7 +15,14 @@ from typing import Any
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.catalog import Catalog
 from assetflow.core.uri import normalize_uri
-from assetflow.core.watchers import KafkaTopic, MskCluster, SqsQueue
+from assetflow.core.watchers import (
+    EventBridgePattern,
+    KafkaTopic,
+    KinesisStream,
+    MskCluster,
+    S3ObjectCreated,
+    SqsQueue,
+)
 from assetflow.jobcode import PY_FILES_ARCHIVE, build_py_files_zip
 from assetflow.versions import EMR_RELEASE_LABEL
 from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION, client
@@ -99,6 +107,27 @@ class TopicResource:
 
 
 @dataclass(frozen=True)
+class RuleResource:
+    """An EventBridge rule of an S3 or EventBridge watcher, which fills the watcher's queue."""
+
+    watcher: str
+    bus: str
+    name: str
+    pattern: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StreamResource:
+    """A watched Kinesis data stream."""
+
+    watcher: str
+    stream: str
+    arn: str
+    batch_size: int
+    starting_position: str
+
+
+@dataclass(frozen=True)
 class LocalResources:
     """What `provision` created, by name and URL."""
 
@@ -113,6 +142,11 @@ class LocalResources:
     path_map: Mapping[str, str]
     queues: Mapping[str, QueueResource] = field(default_factory=dict)
     topics: Mapping[str, TopicResource] = field(default_factory=dict)
+    #: The rules of the S3 and EventBridge watchers (their queues are in ``queues``).
+    rules: Mapping[str, RuleResource] = field(default_factory=dict)
+    streams: Mapping[str, StreamResource] = field(default_factory=dict)
+    #: The buckets S3 watchers watch (created, with their EventBridge notifications on).
+    watched_buckets: tuple[str, ...] = ()
     failure_queues: Mapping[str, str] = field(default_factory=dict)
     failures_bucket: str = ""
     #: The KMS HMAC key of per-run secrets (moto's), as the stack's RunTokenKey.
@@ -129,6 +163,9 @@ class LocalResources:
                 w: {"url": q.url, "arn": q.arn, "dlq_url": q.dlq_url} for w, q in sorted(self.queues.items())
             },
             "topics": {w: {"topic": t.topic, "group_id": t.group_id} for w, t in sorted(self.topics.items())},
+            "rules": {w: {"bus": r.bus, "rule": r.name} for w, r in sorted(self.rules.items())},
+            "streams": {w: {"stream": k.stream, "arn": k.arn} for w, k in sorted(self.streams.items())},
+            "watched_buckets": list(self.watched_buckets),
             "data_dir": str(self.data_dir),
             "path_map": dict(self.path_map),
             "failures": {"bucket": self.failures_bucket, "queues": dict(sorted(self.failure_queues.items()))},
@@ -194,12 +231,22 @@ def provision(
     sqs = client("sqs", moto_endpoint)
     queues: dict[str, QueueResource] = {}
     topics: dict[str, TopicResource] = {}
+    rules: dict[str, RuleResource] = {}
+    streams: dict[str, StreamResource] = {}
+    watched: set[str] = set()
     for name, (watcher, _asset) in catalog.watchers.items():
         source = watcher.source
         if isinstance(source, SqsQueue):
             queues[name] = _create_watched_queue(sqs, name, source)
         elif isinstance(source, KafkaTopic):
             topics[name] = _topic_resource(name, source, names)
+        elif isinstance(source, S3ObjectCreated | EventBridgePattern):
+            if isinstance(source, S3ObjectCreated) and source.bucket not in watched:
+                _watch_bucket(s3, source.bucket)
+                watched.add(source.bucket)
+            queues[name], rules[name] = _create_rule_queue(sqs, events, name, source, names)
+        elif isinstance(source, KinesisStream):
+            streams[name] = _create_stream(client("kinesis", moto_endpoint), name, source)
     if topics:
         if kafka is None:
             raise ValueError("the catalog has Kafka watchers but no broker was started")
@@ -213,7 +260,13 @@ def provision(
     run_token_key = _hmac_key(client("kms", moto_endpoint), names.prefix)
     logger.info(
         "local resources ready",
-        extra={"table": names.table, "queues": sorted(queues), "topics": sorted(topics)},
+        extra={
+            "table": names.table,
+            "queues": sorted(queues),
+            "topics": sorted(topics),
+            "rules": sorted(rules),
+            "streams": sorted(streams),
+        },
     )
     return LocalResources(
         table=names.table,
@@ -227,6 +280,9 @@ def provision(
         path_map=path_map,
         queues=queues,
         topics=topics,
+        rules=rules,
+        streams=streams,
+        watched_buckets=tuple(sorted(watched)),
         failure_queues=failure_queues,
         failures_bucket=names.failures_bucket,
         run_token_key=run_token_key,
@@ -273,6 +329,57 @@ def _create_watched_queue(sqs: Any, watcher: str, source: SqsQueue) -> QueueReso
         dlq_url=dlq_url,
         dlq_arn=dlq_arn,
         batch_size=min(source.batch_size, 10),
+    )
+
+
+def bounded_name(prefix: str, watcher: str, suffix: str, limit: int) -> str:
+    """``<prefix>-<watcher><suffix>`` in the characters queue and rule names allow, cut to ``limit`` with a hash."""
+    name = f"{prefix}-{watcher.replace('.', '-')}{suffix}"
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(watcher.encode()).hexdigest()[:8]
+    return f"{name[: limit - len(suffix) - 9]}-{digest}{suffix}"
+
+
+def _watch_bucket(s3: Any, bucket: str) -> None:
+    """Create a watched bucket and turn its EventBridge notifications on, keeping its other notifications."""
+    _create_bucket(s3, bucket)
+    current = s3.get_bucket_notification_configuration(Bucket=bucket)
+    current.pop("ResponseMetadata", None)
+    if "EventBridgeConfiguration" not in current:
+        s3.put_bucket_notification_configuration(
+            Bucket=bucket, NotificationConfiguration={**current, "EventBridgeConfiguration": {}}
+        )
+
+
+def _create_rule_queue(
+    sqs: Any, events: Any, watcher: str, source: S3ObjectCreated | EventBridgePattern, names: ResourceNames
+) -> tuple[QueueResource, RuleResource]:
+    """The watcher's queue (with its DLQ) and the rule that puts its events there, as the stack makes them."""
+    queue_name = bounded_name(names.prefix, watcher, "-events", 76)  # its DLQ adds "-dlq"
+    queue = _create_watched_queue(sqs, watcher, SqsQueue(queue_name, batch_size=source.batch_size))
+    bus = "default" if isinstance(source, S3ObjectCreated) else source.bus_name
+    if bus not in {b["Name"] for b in events.list_event_buses()["EventBuses"]}:
+        events.create_event_bus(Name=bus)
+    rule = bounded_name(names.prefix, watcher, "", 64)
+    pattern = source.event_pattern()
+    events.put_rule(Name=rule, EventBusName=bus, EventPattern=json.dumps(pattern), State="ENABLED")
+    events.put_targets(Rule=rule, EventBusName=bus, Targets=[{"Id": "ingest-queue", "Arn": queue.arn}])
+    return queue, RuleResource(watcher=watcher, bus=bus, name=rule, pattern=pattern)
+
+
+def _create_stream(kinesis: Any, watcher: str, source: KinesisStream) -> StreamResource:
+    """The watched stream (one shard, as a new on-demand stream starts small); an existing one is reused."""
+    name = source.stream_name
+    with contextlib.suppress(kinesis.exceptions.ResourceInUseException):
+        kinesis.create_stream(StreamName=name, ShardCount=1)
+    arn = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamARN"]
+    return StreamResource(
+        watcher=watcher,
+        stream=name,
+        arn=str(arn),
+        batch_size=source.batch_size,
+        starting_position=source.starting_position,
     )
 
 

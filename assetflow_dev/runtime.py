@@ -34,6 +34,7 @@ from assetflow.functions import (
     handle_asset_events,
     handle_job_state,
     handle_kafka_records,
+    handle_kinesis_records,
     handle_reconcile,
     handle_schedule_tick,
     handle_sqs_messages,
@@ -45,9 +46,11 @@ from assetflow_dev.emulators import DynamoDbLocal, Emulator, MotoServer, TansuBr
 from assetflow_dev.failures import AsyncInvocation, S3FailureSink
 from assetflow_dev.invoke_server import LocalInvokeServer
 from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
+from assetflow_dev.mirror import mirroring
 from assetflow_dev.pollers import (
     MAX_CONCURRENT_SHARDS,
     KafkaPoller,
+    KinesisPoller,
     SqsPoller,
     StreamPoller,
     lambda_context,
@@ -69,6 +72,7 @@ FUNCTION_MODULES: Mapping[str, ModuleType] = MappingProxyType(
     {
         "sqs-ingest": handle_sqs_messages,
         "kafka-ingest": handle_kafka_records,
+        "kinesis-ingest": handle_kinesis_records,
         "evaluator": handle_asset_events,
         "run-state": handle_job_state,
         "schedule-tick": handle_schedule_tick,
@@ -76,6 +80,8 @@ FUNCTION_MODULES: Mapping[str, ModuleType] = MappingProxyType(
         "api": handle_api,
     }
 )
+#: How often an idle Kinesis shard is read (Lambda's mappings read each shard about once a second).
+KINESIS_IDLE_POLL_SECONDS = 1.0
 #: What a local function answers to (its Lambda context, its failure records, the local invoke endpoint).
 LOCAL_FUNCTION_PREFIX = "assetflow-local-"
 
@@ -86,6 +92,7 @@ _ENDPOINT_VARIABLES: Mapping[str, str] = {
     "dynamodbstreams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
     "s3": "AWS_ENDPOINT_URL_S3",
     "events": "AWS_ENDPOINT_URL_EVENTBRIDGE",
+    "kinesis": "AWS_ENDPOINT_URL_KINESIS",
     "emr-serverless": "AWS_ENDPOINT_URL_EMR_SERVERLESS",
     "kms": "AWS_ENDPOINT_URL_KMS",
 }
@@ -363,6 +370,7 @@ class LocalRuntime:
             "dynamodbstreams": self.dynamodb.endpoint,
             "s3": self.moto.endpoint,
             "events": self.moto.endpoint,
+            "kinesis": self.moto.endpoint,
             "emr-serverless": self.moto.endpoint,
             "kms": self.moto.endpoint,
         }
@@ -593,6 +601,9 @@ class LocalRuntime:
                 writes_events=True,
             )
             self.functions[f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}"] = ingest
+            if watcher in r.rules and r.rules[watcher].pattern.get("source") == ["aws.s3"]:
+                # An S3 watcher's objects, where the runs' s3:// paths find them (assetflow_dev/mirror.py).
+                ingest = mirroring(ingest, self.client("s3"), r.path_map)
             self.pollers.append(
                 SqsPoller(
                     name=f"sqs:{watcher}",
@@ -625,6 +636,27 @@ class LocalRuntime:
                     # The runtime creates its topics empty, so reading from their start is reading from
                     # when the mapping was created, which is what LATEST means on AWS.
                     starting_position="TRIM_HORIZON",
+                )
+            )
+        for watcher, stream in r.streams.items():
+            deps = self._dependencies(watcher=watcher)
+            self._warm_ingest(deps)
+            ingest = self._invoker(handlers["kinesis-ingest"], f"ingest-{watcher}", deps, writes_events=True)
+            self.functions[f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}"] = ingest
+            self.pollers.append(
+                KinesisPoller(
+                    name=f"kinesis:{watcher}",
+                    kinesis=self.client("kinesis"),
+                    stream_arn=stream.arn,
+                    handler=ingest,
+                    function_name=f"{LOCAL_FUNCTION_PREFIX}ingest-{watcher}",
+                    batch_size=stream.batch_size,
+                    on_failure=self._failure_sink(f"ingest-{watcher}"),
+                    # The runtime creates its streams empty, so reading from their start is reading from when
+                    # the mapping was created, which is what LATEST means on AWS (as for its Kafka topics).
+                    starting_position="TRIM_HORIZON",
+                    # Lambda reads each shard of a Kinesis stream about once a second when it is idle.
+                    idle_poll_interval=KINESIS_IDLE_POLL_SECONDS,
                 )
             )
         evaluator = self._invoker(

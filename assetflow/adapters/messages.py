@@ -1,4 +1,4 @@
-"""SQS messages and Kafka records of the Lambda event shapes into asset events or quarantine decisions."""
+"""SQS messages, Kafka and Kinesis records and EventBridge events (S3 objects) into asset events or quarantine."""
 
 from __future__ import annotations
 
@@ -34,7 +34,16 @@ from assetflow.core.limits import (
     check_partition_key,
     nesting_exceeds,
 )
-from assetflow.core.watchers import AssetWatcher, KafkaTopic, MskCluster, SelfManagedKafka, SqsQueue
+from assetflow.core.watchers import (
+    AssetWatcher,
+    EventBridgePattern,
+    KafkaTopic,
+    KinesisStream,
+    MskCluster,
+    S3ObjectCreated,
+    SelfManagedKafka,
+    SqsQueue,
+)
 from assetflow.ports import Accepted, ExtraTooLargeError, Outcome, Quarantined, ReasonCode
 
 #: Validator messages quote the offending value, which may be large.
@@ -136,6 +145,7 @@ class MessageTranslator:
         self._sqs_by_arn: dict[str, tuple[AssetWatcher, str]] = {}
         self._sqs_by_name: dict[str, tuple[AssetWatcher, str]] = {}
         self._kafka_by_topic: dict[str, list[tuple[AssetWatcher, str]]] = {}
+        self._kinesis_by_name: dict[str, tuple[AssetWatcher, str]] = {}
         for found, uri in catalog.watchers.values():
             source = found.source
             if isinstance(source, SqsQueue):
@@ -143,8 +153,10 @@ class MessageTranslator:
                     self._sqs_by_arn[source.arn] = (found, uri)
                 else:
                     self._sqs_by_name[source.queue_name] = (found, uri)
-            else:
+            elif isinstance(source, KafkaTopic):
                 self._kafka_by_topic.setdefault(source.topic, []).append((found, uri))
+            elif isinstance(source, KinesisStream):
+                self._kinesis_by_name[source.stream_name] = (found, uri)
 
     # ---- SQS -----------------------------------------------------------------------------------------
 
@@ -171,6 +183,10 @@ class MessageTranslator:
             "attributes": _plain_mapping(record.get("attributes")),
             "message_attributes": _plain_mapping(record.get("messageAttributes")),
         }
+        routed = self._bound_to(S3ObjectCreated) or self._bound_to(EventBridgePattern)
+        if routed is not None and arn not in self._sqs_by_arn:
+            # The watcher's own queue, which its EventBridge rule fills: the body is an EventBridge event.
+            return self._from_eventbridge(routed, text, facts, identity, now=now, extras=extras)
         found = self._sqs_by_arn.get(arn) or self._bound_to(SqsQueue) or self._sqs_by_name.get(queue)
         if found is None:
             return _quarantine(
@@ -256,7 +272,7 @@ class MessageTranslator:
             watcher, uri, "kafka", decode_payload(text), facts, identity, now, text=text, extras=extras
         )
 
-    def _bound_to(self, kind: type[SqsQueue] | type[KafkaTopic]) -> tuple[AssetWatcher, str] | None:
+    def _bound_to(self, kind: type) -> tuple[AssetWatcher, str] | None:
         if self._bound is not None and isinstance(self._bound[0].source, kind):
             return self._bound
         return None
@@ -283,13 +299,258 @@ class MessageTranslator:
             return candidates[0]
         return None
 
+    # ---- EventBridge events (S3 objects, patterns), through the watcher's queue ----------------------
+
+    def _from_eventbridge(
+        self,
+        bound: tuple[AssetWatcher, str],
+        text: str,
+        sqs_facts: Mapping[str, Any],
+        sqs_identity: str,
+        *,
+        now: datetime,
+        extras: S3ExtrasStore | None,
+    ) -> Outcome:
+        """An EventBridge event that the watcher's rule put on its queue: an S3 object or a matching event.
+
+        The identity is the object version (``S3ObjectCreated``: its version id, else its ETag and sequencer)
+        or the EventBridge event id, with the watcher's name: EventBridge delivers at least once, and a
+        redelivery carries the same object and the same event id, never the same SQS message id.
+        """
+        watcher, uri = bound
+        envelope = decode_payload(text)
+        facts: dict[str, Any] = {"message": dict(sqs_facts)}
+        if (
+            not isinstance(envelope, Mapping)
+            or not isinstance(envelope.get("detail"), Mapping)
+            or not isinstance(envelope.get("id"), str)
+            or not envelope.get("id")
+        ):
+            return _quarantine(
+                watcher.name,
+                "malformed-record",
+                "the message is not an EventBridge event (a JSON object with an id and a detail object)",
+                facts,
+                sqs_identity,
+                text=text,
+            )
+        event_facts = {
+            name: envelope.get(name)
+            for name in ("id", "time", "account", "region", "resources", "replay-name")
+            if envelope.get(name) is not None
+        }
+        facts["event"] = event_facts
+        source = watcher.source
+        if isinstance(source, S3ObjectCreated):
+            return self._from_s3_event(watcher, uri, source, envelope, facts, text, now=now, extras=extras)
+        assert isinstance(source, EventBridgePattern)  # noqa: S101 - routed for these two kinds only
+        identity = f"eventbridge:{watcher.name}:{envelope['id']}"
+        if not matches(source.pattern, envelope):
+            return _quarantine(
+                watcher.name,
+                "filter",
+                "filtered out: the event does not match the watcher's EventBridge pattern on "
+                + ", ".join(
+                    repr(k) for k, rule in source.pattern.items() if not matches({k: rule}, envelope)
+                ),
+                facts,
+                identity,
+                text=text,
+            )
+        detail = thaw_json(envelope["detail"])
+        extra = {
+            "detail-type": envelope.get("detail-type"),
+            "source": envelope.get("source"),
+            "detail": detail,
+            "event": event_facts,
+            "message": facts["message"],
+        }
+        keep = {k: v for k, v in extra.items() if k not in ("detail", "message")}
+        keep["message"] = summarise_facts(facts["message"])
+        return self._judge(
+            watcher,
+            uri,
+            "eventbridge",
+            detail,
+            facts,
+            identity,
+            now,
+            text=text,
+            extras=extras,
+            extra=extra,
+            keep=keep,
+        )
+
+    def _from_s3_event(
+        self,
+        watcher: AssetWatcher,
+        uri: str,
+        source: S3ObjectCreated,
+        envelope: Mapping[str, Any],
+        facts: dict[str, Any],
+        text: str,
+        *,
+        now: datetime,
+        extras: S3ExtrasStore | None,
+    ) -> Outcome:
+        detail = envelope["detail"]
+        bucket = (
+            (detail.get("bucket") or {}).get("name") if isinstance(detail.get("bucket"), Mapping) else None
+        )
+        obj = detail.get("object") if isinstance(detail.get("object"), Mapping) else {}
+        # EventBridge events carry the key as it was written (S3's SQS, SNS and Lambda notifications URL-encode
+        # it: "a b.csv" arrives as "a+b.csv" there), so it is used as it comes.
+        key = obj.get("key")
+        size = obj.get("size")
+        # S3 spells it "etag"; moto's server "eTag".
+        etag = obj.get("etag", obj.get("eTag"))
+        version = obj.get("version-id")
+        if version == "null":  # an object written while the bucket kept no versions (moto says so too)
+            version = None
+        sequencer = obj.get("sequencer")
+        described = [bucket, key, version, None if version else etag, None if version else sequencer]
+        identity = f"s3:{watcher.name}:{_sha256(json.dumps(described, default=str))}"
+        if envelope.get("source") != "aws.s3" or envelope.get("detail-type") != "Object Created":
+            return _quarantine(
+                watcher.name,
+                "filter",
+                f"filtered out: not an S3 object creation (source {envelope.get('source')!r}, detail-type "
+                f"{envelope.get('detail-type')!r})",
+                facts,
+                identity,
+                text=text,
+            )
+        if (
+            not isinstance(bucket, str)
+            or not isinstance(key, str)
+            or isinstance(size, bool)
+            or not isinstance(size, int)
+            or not isinstance(etag, str)
+        ):
+            return _quarantine(
+                watcher.name,
+                "malformed-record",
+                "the S3 event lacks the bucket name, the object key, its size or its ETag",
+                facts,
+                identity,
+                text=text,
+            )
+        if bucket != source.bucket or not source.covers(key):
+            where = f"s3://{source.bucket}/{source.prefix}*{source.suffix}"
+            return _quarantine(
+                watcher.name,
+                "filter",
+                f"filtered out: object s3://{bucket}/{key} is not under the watched {where}",
+                facts,
+                identity,
+                text=text,
+            )
+        described_object: dict[str, Any] = {"bucket": bucket, "key": key, "size": size, "etag": etag}
+        if isinstance(version, str) and version:
+            described_object["version_id"] = version
+        extra = {
+            **described_object,
+            "sequencer": sequencer,
+            "reason": detail.get("reason"),
+            "event": facts["event"],
+            "message": facts["message"],
+        }
+        return self._judge(
+            watcher,
+            uri,
+            "s3",
+            described_object,
+            facts,
+            identity,
+            now,
+            text=text,
+            extras=extras,
+            extra=extra,
+            keep=extra,
+        )
+
+    # ---- Kinesis -------------------------------------------------------------------------------------
+
+    def from_kinesis(
+        self, record: Mapping[str, Any], *, now: datetime, extras: S3ExtrasStore | None = None
+    ) -> Outcome:
+        """Translate one record of a Kinesis Lambda event.
+
+        The identity is ``kinesis:<watcher>:<stream ARN>:<shard>:<sequence number>``: a stream can be read
+        again from any point of its retention (up to a year), so the identity is lasting, as for Kafka.
+        """
+        return replace(self._from_kinesis(record, now=now, extras=extras), lasting_identity=True)
+
+    def _from_kinesis(
+        self, record: Mapping[str, Any], *, now: datetime, extras: S3ExtrasStore | None
+    ) -> Outcome:
+        arn = str(record.get("eventSourceARN") or "")
+        stream = arn.rsplit("/", 1)[-1]
+        kinesis = _plain_mapping(record.get("kinesis"))
+        sequence = kinesis.get("sequenceNumber")
+        shard = str(record.get("eventID") or "").split(":", 1)[0]
+        facts: dict[str, Any] = {
+            "stream": stream,
+            "shard_id": shard,
+            "sequence_number": sequence,
+            "partition_key": kinesis.get("partitionKey"),
+            "approximate_arrival_timestamp": kinesis.get("approximateArrivalTimestamp"),
+        }
+        found = self._bound_to(KinesisStream) or self._kinesis_by_name.get(stream)
+        if found is not None:
+            watched = found[0].source
+            if isinstance(watched, KinesisStream) and watched.arn is not None and arn and watched.arn != arn:
+                found = None if self._bound is None else found
+        name = found[0].name if found else UNKNOWN_WATCHER
+        identity = f"kinesis:{name}:{arn}:{shard}:{sequence}"
+        if not isinstance(sequence, str) or not sequence or not shard:
+            identity += f":malformed:{_sha256(json.dumps(record, sort_keys=True, default=str))}"
+        raw_data = kinesis.get("data")
+        try:
+            value = base64.b64decode(str(raw_data or ""), validate=True)
+        except (binascii.Error, ValueError):
+            return _quarantine(
+                name,
+                "not-base64",
+                "the record's data is not base64 as Lambda delivers it",
+                facts,
+                identity,
+                text=str(raw_data),
+            )
+        if found is None:
+            return _quarantine(
+                UNKNOWN_WATCHER,
+                "unknown-source",
+                f"no watcher watches Kinesis stream {arn or '(no eventSourceARN)'}",
+                facts,
+                identity,
+                raw=value,
+            )
+        watcher, uri = found
+        if not isinstance(sequence, str) or not sequence or not shard:
+            return _quarantine(
+                watcher.name,
+                "malformed-record",
+                "the Kinesis record has no sequence number or shard",
+                facts,
+                identity,
+                raw=value,
+            )
+        try:
+            text = _utf8(value)
+        except _RefusedError as refusal:
+            return _quarantine(watcher.name, refusal.code, refusal.reason, facts, identity, raw=refusal.raw)
+        return self._judge(
+            watcher, uri, "kinesis", decode_payload(text), facts, identity, now, text=text, extras=extras
+        )
+
     # ---- the rules of a watcher ----------------------------------------------------------------------
 
     def _judge(
         self,
         watcher: AssetWatcher,
         uri: str,
-        kind: Literal["sqs", "kafka"],
+        kind: Literal["sqs", "kafka", "s3", "eventbridge", "kinesis"],
         payload: Any,
         facts: dict[str, Any],
         identity: str,
@@ -297,7 +558,14 @@ class MessageTranslator:
         *,
         text: str,
         extras: S3ExtrasStore | None = None,
+        extra: dict[str, Any] | None = None,
+        keep: Mapping[str, Any] | None = None,
     ) -> Outcome:
+        """The event a message becomes under its watcher's rules, or why it is quarantined.
+
+        ``extra`` replaces the default ``{"payload", "message"}`` extra (EventBridge and S3 events name their
+        parts); ``keep`` is what stays inline when the extra goes by reference.
+        """
         source = watcher.source
 
         def reject(code: ReasonCode, reason: str) -> Quarantined:
@@ -333,7 +601,9 @@ class MessageTranslator:
             partition_key, problem = _partition_key(payload, source.partition_key_field)
             if problem is not None:
                 return reject("partition-key", problem)
-        extra: dict[str, Any] = {"payload": payload, "message": facts}
+        if extra is None:
+            extra = {"payload": payload, "message": facts}
+            keep = {"message": summarise_facts(facts)}
         event_id = derive_id("ev", identity)
         detached = None
         if extras is None:
@@ -348,7 +618,7 @@ class MessageTranslator:
                 )
         else:
             try:
-                extra, detached = extras.place(event_id, extra, keep={"message": summarise_facts(facts)})
+                extra, detached = extras.place(event_id, extra, keep=dict(keep or {}))
             except ExtraTooLargeError as exc:
                 return reject(
                     "too-large",

@@ -283,10 +283,22 @@ class AssetflowService(Construct):
 
     def _ingest_access(self, ingest: WatcherIngest) -> table_access.TableAccess:
         """A watcher's ingest: its asset's events, and the dedupe records of its own source's identities."""
-        _, uri = self.catalog.watchers[ingest.watcher]
-        # SQS identities are ``sqs:<the queue's ARN>:<message id>``, Kafka's ``kafka:...`` (adapters/messages.py).
-        prefixes = [f"sqs:{ingest.queue.queue_arn}:"] if ingest.queue is not None else ["kafka:"]
-        return table_access.ingest(uri, prefixes)
+        # Every asset the watcher feeds (one source may feed several assets).
+        uris = self.catalog.watcher_assets[ingest.watcher]
+        # SQS identities are ``sqs:<the queue's ARN>:<message id>``, Kafka's ``kafka:...``; an S3 or EventBridge
+        # watcher's are ``s3:<watcher>:`` or ``eventbridge:<watcher>:`` (its queue's for what is no EventBridge
+        # event), a Kinesis watcher's ``kinesis:<watcher>:`` (adapters/messages.py).
+        prefixes = {
+            "sqs": [f"sqs:{ingest.queue.queue_arn}:"] if ingest.queue is not None else [],
+            "kafka": ["kafka:"],
+            "s3": [f"s3:{ingest.watcher}:", f"sqs:{ingest.queue.queue_arn}:" if ingest.queue else ""],
+            "eventbridge": [
+                f"eventbridge:{ingest.watcher}:",
+                f"sqs:{ingest.queue.queue_arn}:" if ingest.queue else "",
+            ],
+            "kinesis": [f"kinesis:{ingest.watcher}:"],
+        }[ingest.kind]
+        return table_access.ingest(uris, [p for p in prefixes if p])
 
     def _grant_start_runs(self, role: iam.IRole) -> None:
         role.add_to_principal_policy(
@@ -349,7 +361,7 @@ class AssetflowService(Construct):
             "FailedBatchesEvaluator", mapping_id(self.evaluator.handler), what="the evaluator's stream"
         )
         for ingest in self.ingest.watchers:
-            if ingest.kind == "kafka" and ingest.dlq is None:
+            if ingest.kind in ("kafka", "kinesis") and ingest.dlq is None:
                 self.alarms.failed_batches(
                     f"FailedBatches{self.watcher_output_id(ingest.watcher)}",
                     mapping_id(ingest.function),

@@ -136,7 +136,8 @@ class EnvironmentConfig:
 
     ``data_read_locations`` and ``data_write_locations`` are ``s3://bucket/prefix/`` locations the Spark
     jobs may read (and write); the job role gets exactly those. ``existing_queue_keys`` maps the ARN of an
-    existing queue a watcher names to the ARN of the KMS key that encrypts it, if any.
+    existing queue a watcher names to the ARN of the KMS key that encrypts it, if any;
+    ``existing_stream_keys`` the same for an existing Kinesis stream encrypted with a customer managed key.
     """
 
     name: str
@@ -152,6 +153,7 @@ class EnvironmentConfig:
     queue_retention: Duration = field(default_factory=lambda: Duration.days(4))
     dlq_retention: Duration = field(default_factory=lambda: Duration.days(14))
     existing_queue_keys: Mapping[str, str] = field(default_factory=dict)
+    existing_stream_keys: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     # Evaluator (the table's stream)
     evaluator_timeout: Duration = field(default_factory=lambda: Duration.seconds(60))

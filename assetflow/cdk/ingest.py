@@ -1,4 +1,4 @@
-"""Ingest: one function per watcher, fed by its SQS queue or Kafka topic through an event-source mapping."""
+"""Ingest: one function per watcher, fed by its SQS queue, Kafka topic, EventBridge rule or Kinesis stream."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import CustomResource, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -25,10 +27,16 @@ from assetflow.cdk.grants import KEY_WRITE_ACTIONS
 from assetflow.cdk.nag import acknowledge, acknowledge_dlq_sender, wildcard_resource
 from assetflow.cdk.queues import dead_letter_queue, watched_queue
 from assetflow.core.catalog import Catalog
-from assetflow.core.watchers import KafkaTopic, SqsQueue
+from assetflow.core.watchers import EventBridgePattern, KafkaTopic, KinesisStream, S3ObjectCreated, SqsQueue
 
 SQS_HANDLER = "assetflow.functions.handle_sqs_messages"
 KAFKA_HANDLER = "assetflow.functions.handle_kafka_records"
+KINESIS_HANDLER = "assetflow.functions.handle_kinesis_records"
+NOTIFICATIONS_HANDLER = "assetflow.functions.handle_bucket_notifications"
+#: How long, and how many times, EventBridge retries delivering to a watcher's queue (its own defaults); then
+#: the event goes to the watcher's DLQ.
+RULE_RETRY_ATTEMPTS = 185
+RULE_MAX_EVENT_AGE = Duration.hours(24)
 #: AWS's guidance for SQS event sources: visibility timeout at least six times the function timeout.
 VISIBILITY_TIMEOUT_FACTOR = 6
 _MSK_CLUSTER_ARN = re.compile(r"^(arn:[^:]+:kafka:[^:]+:\d{12}):cluster/([^/]+)/([^/]+)$")
@@ -50,6 +58,10 @@ class WatcherIngest:
     function: ServiceFunction
     queue: sqs.IQueue | None
     dlq: sqs.Queue | None
+    #: The EventBridge rule of an S3 or EventBridge watcher.
+    rule: events.CfnRule | None = None
+    #: The stream of a Kinesis watcher.
+    stream: kinesis.IStream | None = None
 
 
 class Ingest(Construct):
@@ -80,13 +92,23 @@ class Ingest(Construct):
         self._key = key
         self._service = service
         self._extras_bucket = extras_bucket
+        self._rules_use_key = False
         self.watchers: list[WatcherIngest] = []
+        #: The buckets S3 watchers watch, whose EventBridge notifications the stack turns on.
+        self.watched_buckets: set[str] = set()
+        self.bucket_notifications: ServiceFunction | None = None
         for name, (watcher, _asset) in catalog.watchers.items():
             holder = Construct(self, f"Watcher{watcher_id(name, catalog)}")
             if isinstance(watcher.source, SqsQueue):
                 self.watchers.append(self._sqs(holder, name, watcher.source))
             elif isinstance(watcher.source, KafkaTopic):
                 self.watchers.append(self._kafka(holder, name, watcher.source))
+            elif isinstance(watcher.source, S3ObjectCreated | EventBridgePattern):
+                self.watchers.append(self._rule_fed(holder, name, watcher.source))
+            else:
+                self.watchers.append(self._kinesis(holder, name, watcher.source))
+        if self.watched_buckets:
+            self._turn_on_bucket_notifications(sorted(self.watched_buckets))
 
     def _function(self, scope: Construct, name: str, handler: str, kind: str) -> ServiceFunction:
         ingest = ServiceFunction(
@@ -152,6 +174,208 @@ class Ingest(Construct):
             )
         )
         return WatcherIngest(watcher=name, kind="sqs", function=ingest, queue=queue, dlq=dlq)
+
+    def _rule_fed(
+        self, scope: Construct, name: str, source: S3ObjectCreated | EventBridgePattern
+    ) -> WatcherIngest:
+        """An EventBridge rule (the source's pattern) feeding a queue of the watcher's, read by the SQS ingest.
+
+        The queue buffers what EventBridge delivers (at least once) so that ingest gets batches, partial
+        batch failures and retries; what keeps failing, and what EventBridge cannot deliver to the queue after
+        its retries, goes to the watcher's DLQ, both as the EventBridge event itself (one replay path).
+        """
+        config = self._config
+        kind = "s3" if isinstance(source, S3ObjectCreated) else "eventbridge"
+        ingest = self._function(scope, name, SQS_HANDLER, kind)
+        dlq = dead_letter_queue(
+            scope,
+            "DeadLetters",
+            key=self._key,
+            retention=config.dlq_retention,
+            removal_policy=config.removal_policy,
+        )
+        visibility = config.ingest_timeout.to_seconds() * VISIBILITY_TIMEOUT_FACTOR
+        queue = watched_queue(
+            scope,
+            "Queue",
+            key=self._key,
+            dlq=dlq,
+            max_receive_count=config.max_receive_count,
+            visibility_timeout=Duration.seconds(visibility),
+            retention=config.queue_retention,
+            removal_policy=config.removal_policy,
+        )
+        bus = "default"
+        if isinstance(source, S3ObjectCreated):
+            # S3 sends every event of the bucket to the account's default bus; the rule picks this watcher's.
+            self.watched_buckets.add(source.bucket)
+        else:
+            bus = source.bus  # a name or an ARN: EventBusName takes both
+        rule = events.CfnRule(
+            scope,
+            "Rule",
+            description=f"assetflow watcher {name} ({kind})",
+            event_bus_name=bus,
+            event_pattern=source.event_pattern(),
+            state="ENABLED",
+            targets=[
+                events.CfnRule.TargetProperty(
+                    id="IngestQueue",
+                    arn=queue.queue_arn,
+                    dead_letter_config=events.CfnRule.DeadLetterConfigProperty(arn=dlq.queue_arn),
+                    retry_policy=events.CfnRule.RetryPolicyProperty(
+                        maximum_event_age_in_seconds=int(RULE_MAX_EVENT_AGE.to_seconds()),
+                        maximum_retry_attempts=RULE_RETRY_ATTEMPTS,
+                    ),
+                )
+            ],
+        )
+        # EventBridge may send to the queue and to its DLQ for this rule only, and use the key to do it.
+        for target in (queue, dlq):
+            target.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="RuleDelivers",
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                    actions=["sqs:SendMessage"],
+                    resources=[target.queue_arn],
+                    conditions={"ArnEquals": {"aws:SourceArn": rule.attr_arn}},
+                )
+            )
+        self._let_rules_use_key()
+        ingest.function.add_event_source(
+            sources.SqsEventSource(queue, batch_size=source.batch_size, report_batch_item_failures=True)
+        )
+        return WatcherIngest(watcher=name, kind=kind, function=ingest, queue=queue, dlq=dlq, rule=rule)
+
+    def _turn_on_bucket_notifications(self, buckets: Sequence[str]) -> None:
+        """Turn the watched buckets' EventBridge notifications on, keeping their other notifications.
+
+        A custom resource served by a function of the stack's own (with this stack's defaults).
+
+        CDK's ``enable_event_bridge_notification`` on an imported bucket deploys its own handler with an AWS
+        managed policy and no log retention; this one gets the two S3 actions on these buckets only.
+        """
+        handler = ServiceFunction(
+            self,
+            "BucketNotifications",
+            defaults=self._defaults,
+            handler_module=NOTIFICATIONS_HANDLER,
+            description="assetflow: turns on the EventBridge notifications of the buckets S3 watchers watch",
+            service="assetflow-bucket-notifications",
+            timeout=Duration.seconds(60),
+        )
+        stack = Stack.of(self)
+        handler.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="TurnOnEventBridgeNotifications",
+                actions=["s3:GetBucketNotification", "s3:PutBucketNotification"],
+                resources=[
+                    stack.format_arn(service="s3", region="", account="", resource=b) for b in buckets
+                ],
+            )
+        )
+        CustomResource(
+            self,
+            "WatchedBucketNotifications",
+            service_token=handler.function.function_arn,
+            resource_type="Custom::EventBridgeNotifications",
+            properties={"Buckets": list(buckets)},
+        )
+        self.bucket_notifications = handler
+
+    def _let_rules_use_key(self) -> None:
+        """Let this account's EventBridge rules encrypt what they send to the watchers' queues (once per stack).
+
+        The condition names the account's rules, not each rule: a rule's ARN in the key's policy would make a
+        cycle (the key, the queue it encrypts, the rule that targets the queue).
+        """
+        if self._rules_use_key:
+            return
+        self._rules_use_key = True
+        stack = Stack.of(self)
+        self._key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeRulesDeliverToWatcherQueues",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="events", resource="rule", resource_name="*"
+                        )
+                    },
+                },
+            )
+        )
+
+    def _kinesis(self, scope: Construct, name: str, source: KinesisStream) -> WatcherIngest:
+        """A Kinesis mapping with bisection, retries, a maximum record age and the failures bucket, as Kafka's."""
+        config = self._config
+        ingest = self._function(scope, name, KINESIS_HANDLER, "kinesis")
+        stream: kinesis.IStream
+        if source.arn is not None:
+            key_arn = config.existing_stream_keys.get(source.arn)
+            # A stream encrypted with a customer managed key: reading it needs kms:Decrypt on that key, which
+            # the mapping grants when the stream names its key.
+            stream = kinesis.Stream.from_stream_attributes(
+                scope,
+                "ExistingStream",
+                stream_arn=source.arn,
+                encryption_key=kms.Key.from_key_arn(scope, "ExistingStreamKey", key_arn) if key_arn else None,
+            )
+        else:
+            stream = kinesis.Stream(
+                scope,
+                "Stream",
+                encryption=kinesis.StreamEncryption.KMS,
+                encryption_key=self._key,
+                stream_mode=kinesis.StreamMode.ON_DEMAND,
+                removal_policy=config.removal_policy,
+            )
+            acknowledge(
+                stream,
+                "AwsSolutions-KDS3",
+                "The stream is encrypted with the stack's customer managed key (rotated), not the aws/kinesis key.",
+            )
+        dlq: sqs.Queue | None = None
+        on_failure: lambda_.IEventSourceDlq
+        if self._kafka_failures is not None:
+            on_failure = self._kafka_failures
+        else:
+            dlq = dead_letter_queue(
+                scope,
+                "DeadLetters",
+                key=self._key,
+                retention=config.dlq_retention,
+                removal_policy=config.removal_policy,
+            )
+            on_failure = sources.SqsDlq(dlq)
+        ingest.function.add_event_source(
+            sources.KinesisEventSource(
+                stream,
+                starting_position=lambda_.StartingPosition[source.starting_position],
+                batch_size=source.batch_size,
+                max_batching_window=(
+                    Duration.seconds(source.max_batching_window_seconds)
+                    if source.max_batching_window_seconds
+                    else None
+                ),
+                bisect_batch_on_error=True,
+                retry_attempts=config.stream_retry_attempts,
+                max_record_age=config.stream_max_record_age,
+                report_batch_item_failures=True,
+                on_failure=on_failure,
+                # OnFailureDestinationDeliveredEventCount, which the failed-batches alarm watches.
+                metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+            )
+        )
+        if dlq is not None:
+            acknowledge_dlq_sender(ingest)
+        return WatcherIngest(
+            watcher=name, kind="kinesis", function=ingest, queue=None, dlq=dlq, stream=stream
+        )
 
     def _cluster(self, name: str, source: KafkaTopic) -> KafkaClusterConfig:
         kafka = self._config.kafka

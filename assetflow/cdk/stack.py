@@ -29,6 +29,8 @@ OUTPUT_FUNCTION_NAMES = "FunctionNames"
 OUTPUT_FAILURES_BUCKET = "FailuresBucket"
 OUTPUT_FAILURE_QUEUES = "FailureQueueUrls"
 OUTPUT_DEAD_LETTER_QUEUES = "DeadLetterQueueUrls"
+#: The Kinesis stream of each Kinesis watcher (the stack names the streams it creates), by watcher name.
+OUTPUT_STREAM_NAMES = "StreamNames"
 
 
 class AssetflowStack(Stack):
@@ -106,6 +108,13 @@ class AssetflowStack(Stack):
             self.to_json_string(failure_queues),
             "Events of asynchronous invocations that failed their retries, by function",
         )
+        streams = {w.watcher: w.stream.stream_name for w in service.ingest.watchers if w.stream is not None}
+        if streams:
+            self._output(
+                OUTPUT_STREAM_NAMES,
+                self.to_json_string(streams),
+                "Kinesis stream of each watcher, by watcher name",
+            )
         dead_letters = {w.watcher: w.dlq.queue_url for w in service.ingest.watchers if w.dlq is not None}
         self._output(
             OUTPUT_DEAD_LETTER_QUEUES,

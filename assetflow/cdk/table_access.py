@@ -147,14 +147,16 @@ API = TableAccess(
 )
 
 
-def ingest(asset_uri: str, dedupe_prefixes: Sequence[str]) -> TableAccess:
-    """A watcher's ingest function: its asset's events, its source's dedupe records, the quarantine; no delete.
+def ingest(asset_uris: str | Sequence[str], dedupe_prefixes: Sequence[str]) -> TableAccess:
+    """A watcher's ingest function: its assets' events, its source's dedupe records, the quarantine; no delete.
 
+    ``asset_uris`` are the assets the watcher feeds (one, or several when one source feeds several assets).
     ``dedupe_prefixes`` are the identities' prefixes of the watcher's source (``sqs:<queue ARN>:`` or
     ``kafka:``); the quarantine's dedupe records have the same identities after ``quarantine#``.
     """
-    # Its asset's partition, and the write shards of a busy asset (``EVENTS#<n>#<uri>``).
-    events = (f"ASSET#{literal(asset_uri)}", f"EVENTS#*#{literal(asset_uri)}")
+    uris = [asset_uris] if isinstance(asset_uris, str) else list(asset_uris)
+    # Each asset's partition, and the write shards of a busy asset (``EVENTS#<n>#<uri>``).
+    events = tuple(key for uri in uris for key in (f"ASSET#{literal(uri)}", f"EVENTS#*#{literal(uri)}"))
     dedupe = [f"DEDUPE#{literal(p)}*" for p in dedupe_prefixes]
     dedupe += [f"DEDUPE#quarantine#{literal(p)}*" for p in dedupe_prefixes]
     return TableAccess(

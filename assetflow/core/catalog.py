@@ -11,7 +11,7 @@ from assetflow.core.errors import CatalogError, DefinitionError, DocumentError
 from assetflow.core.expectations import ExpectedArrival
 from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.pipeline import Pipeline
-from assetflow.core.watchers import AssetWatcher, KafkaTopic, SqsQueue, source_from_json
+from assetflow.core.watchers import AssetWatcher, KafkaTopic, S3ObjectCreated, SqsQueue, source_from_json
 
 DOCUMENT_FORMAT = "assetflow.catalog"
 #: Version 2: asset groups and expectations, alias groups, the event operators, manual / time / asset-and-time /
@@ -41,6 +41,10 @@ class Definition:
 
 def _source_identity(watcher: AssetWatcher) -> tuple[str, ...]:
     source = watcher.source
+    if not isinstance(source, SqsQueue | KafkaTopic):
+        # An EventBridge rule or a Kinesis mapping of its own gets every matching event or record: two
+        # watchers of one bucket, pattern or stream never split its messages between them.
+        return (source.to_json()["type"], watcher.name)
     if isinstance(source, SqsQueue):
         # an existing queue is known by its full ARN: queues of one name in other accounts or regions differ
         return ("sqs", source.arn or f"stack:{source.name}")
@@ -135,6 +139,7 @@ class Catalog:
         cls._check_watchers(assets, errors)
         aliases = cls._check_aliases(pipelines, errors)
         cls._check_producers(pipelines, assets, warnings)
+        cls._check_watched_outlets(pipelines, assets, warnings)
         cls._check_outcomes(pipelines, assets, errors)
         cls._check_loops(pipelines, errors, warnings)
         if errors:
@@ -333,6 +338,40 @@ class Catalog:
                 if isinstance(outlet, AssetAlias):
                     aliases[outlet.name] = outlet
         return aliases
+
+    @staticmethod
+    def _check_watched_outlets(
+        pipelines: Mapping[str, Pipeline], assets: Mapping[str, Asset], warnings: list[Diagnostic]
+    ) -> None:
+        """Warn when a pipeline writes an outlet under a prefix that an S3 watcher watches.
+
+        The files its job writes there would become events (of an asset that may trigger it again).
+        """
+        watched = [
+            (w.name, w.source)
+            for a in assets.values()
+            for w in a.watchers
+            if isinstance(w.source, S3ObjectCreated)
+        ]
+        for pipeline in pipelines.values():
+            for outlet in pipeline.outlets:
+                if not isinstance(outlet, Asset) or not outlet.uri.startswith("s3://"):
+                    continue
+                bucket, _, path = outlet.uri.removeprefix("s3://").partition("/")
+                for name, source in dict(watched).items():
+                    if bucket == source.bucket and (
+                        path.startswith(source.prefix) or source.prefix.startswith(path)
+                    ):
+                        warnings.append(
+                            Diagnostic(
+                                "warning",
+                                f"pipeline {pipeline.id!r}",
+                                f"its outlet {outlet.uri!r} lies under s3://{source.bucket}/{source.prefix}, which "
+                                f"watcher {name!r} watches: files the job writes there "
+                                + (f"ending in {source.suffix!r} " if source.suffix else "")
+                                + "become events too; write outlets elsewhere or narrow the watcher's prefix or suffix",
+                            )
+                        )
 
     @staticmethod
     def _check_producers(

@@ -27,7 +27,7 @@ from assetflow.core.schedules import (
     PartitionedAssetSchedule,
     Schedule,
 )
-from assetflow.core.watchers import SqsQueue
+from assetflow.core.watchers import describe_source
 
 
 def condition_text(condition: Condition, names: dict[str, str] | None = None) -> str:
@@ -110,9 +110,7 @@ def _labels(catalog: Catalog) -> dict[tuple[str, str], str]:
     names = {uri: a.name for uri, a in catalog.assets.items()}
     labels: dict[tuple[str, str], str] = {}
     for name, (watcher, _) in catalog.watchers.items():
-        source = watcher.source
-        what = f"SQS {source.queue_name}" if isinstance(source, SqsQueue) else f"Kafka {source.topic}"
-        labels[("watcher", name)] = f"{name}\n{what}"
+        labels[("watcher", name)] = f"{name}\n{describe_source(watcher.source)}"
     for uri, asset in catalog.assets.items():
         labels[("asset", uri)] = uri if asset.name == uri else f"{asset.name}\n{uri}"
     for name in catalog.aliases:

@@ -1,4 +1,4 @@
-"""Asset watchers: the message sources (SQS queues, Kafka topics) whose messages become asset events."""
+"""Asset watchers: the sources (SQS, Kafka, S3 objects, EventBridge events, Kinesis) whose messages become events."""
 
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ _MSK_ARN = re.compile(r"^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _BROKER = re.compile(r"^[A-Za-z0-9.-]+:\d{1,5}$")
 _FIELD_PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+# S3's bucket naming rules (general purpose buckets): 3-63 characters, lower-case letters, digits, '.' and '-'.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_EVENT_BUS = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")
+_EVENT_BUS_ARN = re.compile(r"^arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus/[A-Za-z0-9._/-]{1,256}$")
+_STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_STREAM_ARN = re.compile(r"^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([A-Za-z0-9_.-]{1,128})$")
+#: The longest object key S3 accepts, in bytes of UTF-8.
+_MAX_KEY_BYTES = 1024
 
 
 def _hashable(value: Any) -> Any:
@@ -33,9 +41,11 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def _reduce_source(source: SqsQueue | KafkaTopic) -> tuple[Any, ...]:
+def _reduce_source(source: WatcherSource) -> tuple[Any, ...]:
     args = tuple(
-        thaw_json(getattr(source, f.name)) if f.name in ("filter", "schema") else getattr(source, f.name)
+        thaw_json(getattr(source, f.name))
+        if f.name in ("filter", "schema", "pattern")
+        else getattr(source, f.name)
         for f in fields(source)
     )
     return (type(source), args)
@@ -258,7 +268,240 @@ class KafkaTopic:
         }
 
 
-WatcherSource = SqsQueue | KafkaTopic
+def _escape_wildcard(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("*", "\\*")
+
+
+@dataclass(frozen=True)
+class S3ObjectCreated:
+    """Objects created in an S3 bucket (under ``prefix``, ending in ``suffix``): one event per object version.
+
+    On AWS the bucket sends its events to EventBridge and a rule per watcher (this pattern) delivers them to
+    the watcher's ingest; objects already in the bucket when the watcher starts make no event (Airflow's S3
+    key trigger fires again for them). An event's extra holds ``bucket``, ``key`` (decoded), ``size``, ``etag``
+    and ``version_id`` where the bucket has versions; ``filter``, ``schema`` and ``partition_key_field`` apply to
+    that object description.
+
+    Raises:
+        DefinitionError: the bucket name, prefix, suffix or settings are invalid.
+
+    """
+
+    bucket: str
+    prefix: str = ""
+    suffix: str = ""
+    batch_size: int = 10
+    filter: Mapping[str, Any] | None = None
+    schema: Mapping[str, Any] | None = None
+    partition_key_field: str | None = None
+
+    def __post_init__(self) -> None:
+        what = f"S3ObjectCreated({self.bucket!r})"
+        if not isinstance(self.bucket, str) or not _BUCKET.match(self.bucket) or ".." in self.bucket:
+            raise DefinitionError(
+                f"{what}: a bucket name has 3-63 characters of lower-case letters, digits, '.' and '-', "
+                "starting and ending with a letter or digit (give the name, not an s3:// URI or an ARN)"
+            )
+        for name in ("prefix", "suffix"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise DefinitionError(f"{what}: {name} must be a string, not {type(value).__name__}")
+            if len(value.encode("utf-8", "surrogatepass")) > _MAX_KEY_BYTES:
+                raise DefinitionError(f"{what}: {name} is longer than an S3 key ({_MAX_KEY_BYTES} bytes)")
+        if self.prefix.startswith("/"):
+            raise DefinitionError(
+                f"{what}: prefix {self.prefix!r} starts with '/'; S3 keys have no leading slash (write "
+                f"{self.prefix.lstrip('/')!r})"
+            )
+        if not 1 <= self.batch_size <= 10:
+            raise DefinitionError(f"{what}: batch_size must be between 1 and 10")
+        frozen_filter, frozen_schema = _check_common(what, self.filter, self.schema, self.partition_key_field)
+        object.__setattr__(self, "filter", frozen_filter)
+        object.__setattr__(self, "schema", frozen_schema)
+
+    def __hash__(self) -> int:
+        return hash(_hashable(self.to_json()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce_source(self)
+
+    def covers(self, key: str) -> bool:
+        """Whether an object key is under the watched prefix and ends with the watched suffix."""
+        return key.startswith(self.prefix) and key.endswith(self.suffix)
+
+    def event_pattern(self) -> dict[str, Any]:
+        """The EventBridge pattern of this bucket's ``Object Created`` events under the prefix and suffix."""
+        key: list[Any] = []
+        if self.prefix and self.suffix:
+            # One field's matchers are alternatives; both at once is a wildcard (escaped: keys may hold '*').
+            key = [{"wildcard": f"{_escape_wildcard(self.prefix)}*{_escape_wildcard(self.suffix)}"}]
+        elif self.prefix:
+            key = [{"prefix": self.prefix}]
+        elif self.suffix:
+            key = [{"suffix": self.suffix}]
+        detail: dict[str, Any] = {"bucket": {"name": [self.bucket]}}
+        if key:
+            detail["object"] = {"key": key}
+        return {"source": ["aws.s3"], "detail-type": ["Object Created"], "detail": detail}
+
+    def to_json(self) -> dict[str, Any]:
+        """The catalog document's SOURCE shape."""
+        return {
+            "type": "s3",
+            "bucket": self.bucket,
+            "prefix": self.prefix,
+            "suffix": self.suffix,
+            "batch_size": self.batch_size,
+            "filter": thaw_json(self.filter),
+            "schema": thaw_json(self.schema),
+            "partition_key_field": self.partition_key_field,
+        }
+
+
+@dataclass(frozen=True)
+class EventBridgePattern:
+    """Events on an EventBridge bus that match ``pattern``: each matching event becomes one asset event.
+
+    ``pattern`` is an EventBridge event pattern on the whole event (``source``, ``detail-type``, ``detail``,
+    ...), in the subset assetflow's filters check as well (values, ``prefix``, ``suffix``, ``exists``,
+    ``numeric``, ``anything-but``). ``bus`` is ``"default"``, another bus's name or a bus ARN. The event's
+    ``detail`` is the payload that ``filter``, ``schema`` and ``partition_key_field`` apply to; the extra holds
+    ``detail-type``, ``source`` and ``detail``.
+
+    Raises:
+        DefinitionError: the pattern, bus or settings are invalid.
+
+    """
+
+    pattern: Mapping[str, Any]
+    bus: str = "default"
+    batch_size: int = 10
+    filter: Mapping[str, Any] | None = None
+    schema: Mapping[str, Any] | None = None
+    partition_key_field: str | None = None
+
+    def __post_init__(self) -> None:
+        what = f"EventBridgePattern(bus={self.bus!r})"
+        if not isinstance(self.bus, str) or not (
+            _EVENT_BUS_ARN.match(self.bus) or (_EVENT_BUS.match(self.bus) and not self.bus.startswith("arn:"))
+        ):
+            raise DefinitionError(
+                f"{what}: bus is 'default', an event bus name (letters, digits, '.', '_', '-', '/') or its ARN"
+            )
+        if not isinstance(self.pattern, Mapping) or not self.pattern:
+            raise DefinitionError(
+                f"{what}: pattern must be a non-empty EventBridge event pattern such as "
+                "{'source': ['my.app'], 'detail-type': ['Order Placed']}"
+            )
+        validate_pattern(self.pattern, f"{what} pattern")
+        if not 1 <= self.batch_size <= 10:
+            raise DefinitionError(f"{what}: batch_size must be between 1 and 10")
+        frozen_filter, frozen_schema = _check_common(what, self.filter, self.schema, self.partition_key_field)
+        object.__setattr__(self, "pattern", freeze_json(dict(self.pattern), f"{what} pattern"))
+        object.__setattr__(self, "filter", frozen_filter)
+        object.__setattr__(self, "schema", frozen_schema)
+
+    def __hash__(self) -> int:
+        return hash(_hashable(self.to_json()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce_source(self)
+
+    @property
+    def bus_name(self) -> str:
+        """The bus's name, from ``bus`` or from its ARN."""
+        return self.bus.split(":event-bus/", 1)[1] if self.bus.startswith("arn:") else self.bus
+
+    def event_pattern(self) -> dict[str, Any]:
+        """The rule's event pattern."""
+        return dict(thaw_json(self.pattern))
+
+    def to_json(self) -> dict[str, Any]:
+        """The catalog document's SOURCE shape."""
+        return {
+            "type": "eventbridge",
+            "pattern": thaw_json(self.pattern),
+            "bus": self.bus,
+            "batch_size": self.batch_size,
+            "filter": thaw_json(self.filter),
+            "schema": thaw_json(self.schema),
+            "partition_key_field": self.partition_key_field,
+        }
+
+
+@dataclass(frozen=True)
+class KinesisStream:
+    """A Kinesis data stream to watch: one the stack creates (a name) or an existing one (its ARN).
+
+    Each record becomes one event (its data, decoded as JSON or text, is the payload); a failing batch is
+    bisected and retried, then kept by the on-failure destination, as for Kafka topics. Filter, schema and
+    partition key work as for :class:`SqsQueue`.
+
+    Raises:
+        DefinitionError: the stream name or settings are invalid.
+
+    """
+
+    stream: str
+    starting_position: Literal["LATEST", "TRIM_HORIZON"] = "LATEST"
+    batch_size: int = 100
+    max_batching_window_seconds: int = 0
+    filter: Mapping[str, Any] | None = None
+    schema: Mapping[str, Any] | None = None
+    partition_key_field: str | None = None
+
+    def __post_init__(self) -> None:
+        what = f"KinesisStream({self.stream!r})"
+        if not isinstance(self.stream, str) or not (
+            _STREAM_ARN.match(self.stream) or _STREAM_NAME.match(self.stream)
+        ):
+            raise DefinitionError(
+                f"{what}: give a stream name (1-128 letters, digits, '.', '_', '-') or a stream ARN "
+                "(arn:aws:kinesis:<region>:<account>:stream/<name>)"
+            )
+        if self.starting_position not in ("LATEST", "TRIM_HORIZON"):
+            raise DefinitionError(f"{what}: starting_position is 'LATEST' or 'TRIM_HORIZON'")
+        if not 1 <= self.batch_size <= 10_000:
+            raise DefinitionError(f"{what}: batch_size must be between 1 and 10000")
+        if not 0 <= self.max_batching_window_seconds <= 300:
+            raise DefinitionError(f"{what}: max_batching_window_seconds must be between 0 and 300")
+        frozen_filter, frozen_schema = _check_common(what, self.filter, self.schema, self.partition_key_field)
+        object.__setattr__(self, "filter", frozen_filter)
+        object.__setattr__(self, "schema", frozen_schema)
+
+    def __hash__(self) -> int:
+        return hash(_hashable(self.to_json()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _reduce_source(self)
+
+    @property
+    def arn(self) -> str | None:
+        """The ARN of an existing stream; None for a stream the stack creates."""
+        return self.stream if self.stream.startswith("arn:") else None
+
+    @property
+    def stream_name(self) -> str:
+        """The stream's name, from the name or the ARN."""
+        return self.stream.rsplit("/", 1)[1] if self.stream.startswith("arn:") else self.stream
+
+    def to_json(self) -> dict[str, Any]:
+        """The catalog document's SOURCE shape."""
+        return {
+            "type": "kinesis",
+            "stream": self.stream,
+            "starting_position": self.starting_position,
+            "batch_size": self.batch_size,
+            "max_batching_window_seconds": self.max_batching_window_seconds,
+            "filter": thaw_json(self.filter),
+            "schema": thaw_json(self.schema),
+            "partition_key_field": self.partition_key_field,
+        }
+
+
+WatcherSource = SqsQueue | KafkaTopic | S3ObjectCreated | EventBridgePattern | KinesisStream
+#: The sources whose messages are EventBridge events, delivered to ingest through an SQS queue per watcher.
+EventBridgeSource = S3ObjectCreated | EventBridgePattern
 
 
 #: What ``MessageQueueTrigger`` passes on to the source it maps to.
@@ -478,9 +721,12 @@ class AssetWatcher:
                     f"AssetWatcher {name!r}: trigger must be a MessageQueueTrigger(...), not {type(trigger).__name__}"
                 )
             source = trigger.source
-        if not isinstance(source, SqsQueue | KafkaTopic):
+        if not isinstance(
+            source, SqsQueue | KafkaTopic | S3ObjectCreated | EventBridgePattern | KinesisStream
+        ):
             raise DefinitionError(
-                f"AssetWatcher {name!r}: source must be SqsQueue(...) or KafkaTopic(...), "
+                f"AssetWatcher {name!r}: source must be SqsQueue(...), KafkaTopic(...), S3ObjectCreated(...), "
+                "EventBridgePattern(...) or KinesisStream(...), "
                 f"not {type(source).__name__}"
             )
         object.__setattr__(self, "name", name)
@@ -528,6 +774,49 @@ def source_from_json(doc: Mapping[str, Any]) -> WatcherSource:
                 schema=doc["schema"],
                 partition_key_field=doc["partition_key_field"],
             )
+        if doc["type"] == "s3":
+            return S3ObjectCreated(
+                bucket=doc["bucket"],
+                prefix=doc["prefix"],
+                suffix=doc["suffix"],
+                batch_size=doc["batch_size"],
+                filter=doc["filter"],
+                schema=doc["schema"],
+                partition_key_field=doc["partition_key_field"],
+            )
+        if doc["type"] == "eventbridge":
+            return EventBridgePattern(
+                pattern=doc["pattern"],
+                bus=doc["bus"],
+                batch_size=doc["batch_size"],
+                filter=doc["filter"],
+                schema=doc["schema"],
+                partition_key_field=doc["partition_key_field"],
+            )
+        if doc["type"] == "kinesis":
+            return KinesisStream(
+                stream=doc["stream"],
+                starting_position=doc["starting_position"],
+                batch_size=doc["batch_size"],
+                max_batching_window_seconds=doc["max_batching_window_seconds"],
+                filter=doc["filter"],
+                schema=doc["schema"],
+                partition_key_field=doc["partition_key_field"],
+            )
     except (KeyError, TypeError, DefinitionError) as exc:
         raise DocumentError(f"invalid watcher source document: {exc}") from exc
     raise DocumentError(f"unknown watcher source type {doc.get('type')!r}")
+
+
+def describe_source(source: WatcherSource) -> str:
+    """A short label of a source for graphs and messages: ``SQS orders``, ``S3 landing/in/*.csv``, ..."""
+    if isinstance(source, SqsQueue):
+        return f"SQS {source.queue_name}"
+    if isinstance(source, KafkaTopic):
+        return f"Kafka {source.topic}"
+    if isinstance(source, S3ObjectCreated):
+        wildcard = "*" if source.prefix or source.suffix else ""
+        return f"S3 {source.bucket}/{source.prefix}{wildcard}{source.suffix}"
+    if isinstance(source, EventBridgePattern):
+        return f"EventBridge {source.bus_name}"
+    return f"Kinesis {source.stream_name}"

@@ -45,7 +45,7 @@ def _mappings(env: Synthesised, *, sqs: bool) -> dict[str, dict[str, Any]]:
 def test_stream_and_kafka_mappings_keep_failed_batches_whole_in_the_failures_bucket(env: Synthesised) -> None:
     bucket = env.logical_id(env.stack.service.failures.bucket)
     mappings = _mappings(env, sqs=False)
-    assert len(mappings) == 1 + sum(w.kind == "kafka" for w in env.stack.service.ingest.watchers)
+    assert len(mappings) == 1 + sum(w.kind in ("kafka", "kinesis") for w in env.stack.service.ingest.watchers)
     watched = {
         d["Value"]["Ref"]
         for a in _alarms(env)

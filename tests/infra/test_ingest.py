@@ -14,7 +14,7 @@ from assetflow.cdk.config import ENVIRONMENTS, ConfigError, KafkaSettings
 from assetflow.cdk.ingest import VISIBILITY_TIMEOUT_FACTOR
 from assetflow.cdk.stack import AssetflowStack
 from assetflow.core.catalog import Catalog
-from assetflow.core.watchers import KafkaTopic, SqsQueue
+from assetflow.core.watchers import EventBridgePattern, KafkaTopic, KinesisStream, S3ObjectCreated, SqsQueue
 from tests.infra.conftest import ROOT, Synthesised
 
 pytestmark = pytest.mark.infra
@@ -39,9 +39,9 @@ def _mappings_of(env: Synthesised, function) -> list[dict]:
     ]
 
 
-def test_the_example_catalog_has_both_kinds_of_watcher(catalog: Catalog) -> None:
+def test_the_example_catalog_has_every_kind_of_watcher(catalog: Catalog) -> None:
     kinds = {type(w.source) for w, _uri in catalog.watchers.values()}
-    assert kinds == {SqsQueue, KafkaTopic}
+    assert kinds == {SqsQueue, KafkaTopic, S3ObjectCreated, EventBridgePattern, KinesisStream}
 
 
 def test_one_mapping_per_watcher(env: Synthesised) -> None:

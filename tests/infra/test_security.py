@@ -622,20 +622,28 @@ def test_ingest_functions_write_only_their_assets_events_dedupe_and_quarantine_a
     env: Synthesised,
 ) -> None:
     for ingest in env.stack.service.ingest.watchers:
-        _, uri = env.catalog.watchers[ingest.watcher]
+        uris = env.catalog.watcher_assets[ingest.watcher]
+        own = {"kafka": "kafka:", "kinesis": f"kinesis:{ingest.watcher}:", "s3": f"s3:{ingest.watcher}:"}
+        own["eventbridge"] = f"eventbridge:{ingest.watcher}:"
         statements = _table_statements(env, ingest.function.role)
         actions = {a for s in statements for a in _as_list(s["Action"])}
         assert "dynamodb:DeleteItem" not in actions and "dynamodb:Query" not in actions, ingest.watcher
+        granted: set[str] = set()
         for statement in statements:
             for key in _leading_keys(statement):
                 text = json.dumps(key)
+                granted.add(text)
+                prefix = own.get(ingest.kind, "-")
                 assert (
-                    key in (f"ASSET#{uri}", f"EVENTS#*#{uri}")  # its asset's partition and write shards
+                    # its assets' partitions and write shards (one source may feed several assets)
+                    key in [k for uri in uris for k in (f"ASSET#{uri}", f"EVENTS#*#{uri}")]
                     or key == "QUARANTINE"
-                    or text.startswith(('"DEDUPE#kafka:', '"DEDUPE#quarantine#kafka:', '{"Fn::Join"'))
+                    or text.startswith((f'"DEDUPE#{prefix}', f'"DEDUPE#quarantine#{prefix}', '{"Fn::Join"'))
                 ), (ingest.watcher, key)
                 if isinstance(key, dict):  # an SQS queue's identities: its own ARN
                     assert "DEDUPE#" in text and ":*" in text, key
+        # Every asset the watcher feeds can be written.
+        assert all(json.dumps(f"ASSET#{uri}") in granted for uri in uris), (ingest.watcher, uris)
 
 
 def test_jobs_only_read_their_inlets_events(env: Synthesised) -> None:

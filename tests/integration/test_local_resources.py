@@ -70,7 +70,11 @@ def test_provision_creates_what_the_stack_would(
     assert application["application"]["name"] == names.application
     # the catalog document and the data folders of the s3:// assets
     assert json.loads(resources.catalog_path.read_text())["pipelines"]
-    assert set(resources.path_map) == {"s3://assetflow-demo"}
+    assert set(resources.path_map) == {"s3://assetflow-demo", "s3://assetflow-demo-inbox"}
+    # the S3, EventBridge and Kinesis watchers' bucket, rules (with their queues) and stream
+    assert resources.watched_buckets == ("assetflow-demo-inbox",)
+    assert set(resources.rules) == {"inbox-files", "shop-orders"} <= set(resources.queues)
+    assert set(resources.streams) == {"web-clicks"}
     assert Path(resources.path_map["s3://assetflow-demo"]).is_dir()
     # where give-ups go: a queue per asynchronously invoked function, a bucket for failed stream/Kafka batches
     assert set(resources.failure_queues) == {"run-state", "schedule-tick", "reconcile"}

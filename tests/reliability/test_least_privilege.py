@@ -33,6 +33,7 @@ from assetflow.functions import (
     handle_asset_events,
     handle_job_state,
     handle_kafka_records,
+    handle_kinesis_records,
     handle_reconcile,
     handle_schedule_tick,
     handle_sqs_messages,
@@ -49,10 +50,21 @@ MSK_ARN = (
     f"arn:aws:kafka:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:cluster/iot/751d2973-a626-431c-9d4e-d7975eb44dd7-2"
 )
 DELIVERIES, READINGS = "s3://assetflow-demo/landing/deliveries", "x-iot://sensors/readings"
+# The S3 and EventBridge watchers' queues (the stack generates their names), and the Kinesis watcher's stream.
+INBOX_QUEUE_ARN = f"arn:aws:sqs:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:assetflow-inbox-files-events"
+ORDERS_QUEUE_ARN = f"arn:aws:sqs:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:assetflow-shop-orders-events"
+CLICKS_ARN = f"arn:aws:kinesis:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:stream/assetflow-demo-clicks"
+INBOX = ("s3://assetflow-demo-inbox/incoming", "x-audit://inbox/intake")
 
 PROFILES: dict[str, TableAccess] = {
     "ingest-deliveries": table_access.ingest(DELIVERIES, [f"sqs:{QUEUE_ARN}:"]),
     "ingest-sensor-readings": table_access.ingest(READINGS, ["kafka:"]),
+    # as AssetflowService._ingest_access grants them: every asset the watcher feeds, its own identities
+    "ingest-inbox-files": table_access.ingest(INBOX, ["s3:inbox-files:", f"sqs:{INBOX_QUEUE_ARN}:"]),
+    "ingest-shop-orders": table_access.ingest(
+        "x-shop://orders/placed", ["eventbridge:shop-orders:", f"sqs:{ORDERS_QUEUE_ARN}:"]
+    ),
+    "ingest-web-clicks": table_access.ingest("x-web://clickstream", ["kinesis:web-clicks:"]),
     "evaluator": table_access.EVALUATOR,
     "run-state": table_access.RUN_STATE,
     "schedule-tick": table_access.TICK,
@@ -189,7 +201,57 @@ def world(
     dynamodb.delete_table(TableName=table)
 
 
-def sqs_event(bodies: list[Any], *, start: int) -> dict[str, Any]:
+def s3_created(key: str, etag: str) -> dict[str, Any]:
+    """An S3 ``Object Created`` EventBridge event of the inbox bucket."""
+    return {
+        "version": "0",
+        "id": uuid.uuid4().hex,
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "time": "2026-11-21T08:00:00Z",
+        "region": LOCAL_REGION,
+        "resources": ["arn:aws:s3:::assetflow-demo-inbox"],
+        "detail": {
+            "bucket": {"name": "assetflow-demo-inbox"},
+            "object": {"key": key, "size": 3, "etag": etag},
+        },
+    }
+
+
+def order_placed(detail: dict[str, Any]) -> dict[str, Any]:
+    """An EventBridge event that the shop-orders watcher's rule matches."""
+    return {
+        "version": "0",
+        "id": f"ev-{json.dumps(detail, sort_keys=True)}",
+        "detail-type": "Order Placed",
+        "source": "assetflow.demo.shop",
+        "time": "2026-11-21T08:00:00Z",
+        "region": LOCAL_REGION,
+        "resources": [],
+        "detail": detail,
+    }
+
+
+def kinesis_event(values: list[Any], *, start: int) -> dict[str, Any]:
+    records = [
+        {
+            "kinesis": {
+                "partitionKey": "s-1",
+                "sequenceNumber": str(49_000 + start + n),
+                "data": base64.b64encode((v if isinstance(v, str) else json.dumps(v)).encode()).decode(),
+                "approximateArrivalTimestamp": 1763719500.0,
+            },
+            "eventSource": "aws:kinesis",
+            "eventID": f"shardId-000000000000:{49_000 + start + n}",
+            "eventSourceARN": CLICKS_ARN,
+            "awsRegion": LOCAL_REGION,
+        }
+        for n, v in enumerate(values)
+    ]
+    return {"Records": records}
+
+
+def sqs_event(bodies: list[Any], *, start: int, arn: str = QUEUE_ARN) -> dict[str, Any]:
     return {
         "Records": [
             {
@@ -200,7 +262,7 @@ def sqs_event(bodies: list[Any], *, start: int) -> dict[str, Any]:
                 "messageAttributes": {},
                 "md5OfBody": "0",
                 "eventSource": "aws:sqs",
-                "eventSourceARN": QUEUE_ARN,
+                "eventSourceARN": arn,
                 "awsRegion": LOCAL_REGION,
             }
             for n, body in enumerate(bodies)
@@ -291,6 +353,25 @@ def test_every_functions_requests_are_within_its_table_grants(
             kafka_event([reading, {**reading, "sensor_id": "x-9"}, "{"], start=0),
             LambdaContext(),
             deps=world.deps["ingest-sensor-readings"],
+        )
+    # The S3, EventBridge and Kinesis watchers: good, filtered, malformed and redelivered messages
+    inbox = [s3_created("incoming/a.csv", "e-1"), s3_created("elsewhere/b.csv", "e-2"), "not an event"]
+    orders = [order_placed({"order_id": "o-1", "amount": 2.5}), order_placed({"order_id": "o-2"})]
+    for _ in range(2):
+        handle_sqs_messages.lambda_handler(
+            sqs_event(inbox, start=100, arn=INBOX_QUEUE_ARN),
+            LambdaContext(),
+            deps=world.deps["ingest-inbox-files"],
+        )
+        handle_sqs_messages.lambda_handler(
+            sqs_event(orders, start=200, arn=ORDERS_QUEUE_ARN),
+            LambdaContext(),
+            deps=world.deps["ingest-shop-orders"],
+        )
+        handle_kinesis_records.lambda_handler(
+            kinesis_event([{"page": "/a"}, {"page": "no-slash"}, "{"], start=0),
+            LambdaContext(),
+            deps=world.deps["ingest-web-clicks"],
         )
     # The API: an event, every view, a queue cleared
     assert api(world, "POST", "/assets/events", body={"uri": "x-ops://dashboard/refresh"}) == 201

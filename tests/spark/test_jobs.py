@@ -396,3 +396,46 @@ def test_ops_dashboard_with_no_data_yet(tmp_path: Path) -> None:
     assert metadata["events"][0]["extra"] == {"row_count": 0, "triggered_by": ["x-ops://dashboard/refresh"]}
     report = empty.run(daily_report, "daily_report")
     assert report["events"] == []
+
+
+def test_inbox_digest_has_a_row_per_file_order_and_click(spark: SparkSession, demo: Demo) -> None:
+    from spark_jobs import inbox_digest
+
+    landed, orders, clicks = (
+        "s3://assetflow-demo-inbox/incoming",
+        "x-shop://orders/placed",
+        "x-web://clickstream",
+    )
+    stamp = "2026-11-26T04:00:0{}.000000Z"
+    events = [
+        event(
+            landed,
+            "f-1",
+            stamp.format(1),
+            extra={"bucket": "assetflow-demo-inbox", "key": "incoming/a.csv", "size": 10},
+        ),
+        event(
+            landed,
+            "f-2",
+            stamp.format(2),
+            extra={"bucket": "assetflow-demo-inbox", "key": "incoming/b.csv", "size": 32},
+        ),
+        event(
+            orders,
+            "o-1",
+            stamp.format(3),
+            extra={"detail-type": "Order Placed", "detail": {"order_id": "o-9"}},
+        ),
+        event(clicks, "c-1", stamp.format(4), payload={"page": "/home"}),
+    ]
+    metadata = demo.run(
+        inbox_digest, "inbox_digest", events=events, outlets=[asset_outlet(inbox_digest.INBOX_DIGEST)]
+    )
+    assert metadata["events"][0]["extra"] == {"files": 2, "orders": 1, "clicks": 1, "file_bytes": 42}
+    digest = spark.read.parquet(str(demo.local(inbox_digest.INBOX_DIGEST)))
+    assert sorted((r["kind"], r["item"]) for r in digest.collect()) == [
+        ("click", "/home"),
+        ("file", "s3://assetflow-demo-inbox/incoming/a.csv"),
+        ("file", "s3://assetflow-demo-inbox/incoming/b.csv"),
+        ("order", "o-9"),
+    ]

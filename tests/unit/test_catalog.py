@@ -71,28 +71,40 @@ def test_example_counts(example: Catalog) -> None:
     assert sorted(example.pipelines) == [
         "daily_report",
         "deliveries_etl",
+        "inbox_digest",
         "ops_dashboard",
         "partner_exports",
         "partner_feed_audit",
         "sensor_check",
         "sensor_daily_rollup",
     ]
-    assert len(example.assets) == 9
+    assert len(example.assets) == 14
     assert sorted(example.aliases) == ["partner-exports", "sensor-alerts"]
     assert {name: uri for name, (_, uri) in example.watchers.items()} == {
         "deliveries": "s3://assetflow-demo/landing/deliveries",
+        "inbox-files": "s3://assetflow-demo-inbox/incoming",
         "sensor-readings": "x-iot://sensors/readings",
+        "shop-orders": "x-shop://orders/placed",
+        "web-clicks": "x-web://clickstream",
     }
+    # One source feeding several assets: the inbox's files are events of the landed files and the audit trail.
+    assert example.watcher_assets["inbox-files"] == (
+        "s3://assetflow-demo-inbox/incoming",
+        "x-audit://inbox/intake",
+    )
 
 
 def test_example_index(example: Catalog) -> None:
     assert example.asset_consumers == {
+        "s3://assetflow-demo-inbox/incoming": ("inbox_digest",),
         "s3://assetflow-demo/curated/deliveries": ("ops_dashboard", "partner_exports"),
         "s3://assetflow-demo/iot/readings": ("ops_dashboard",),
         "s3://assetflow-demo/landing/deliveries": ("deliveries_etl",),
         "s3://assetflow-demo/reports/ops_dashboard": ("daily_report",),
         "x-iot://sensors/readings": ("sensor_check", "sensor_daily_rollup"),
         "x-ops://dashboard/refresh": ("ops_dashboard",),
+        "x-shop://orders/placed": ("inbox_digest",),
+        "x-web://clickstream": ("inbox_digest",),
     }
     assert example.alias_consumers == {"partner-exports": ("partner_feed_audit",)}
 

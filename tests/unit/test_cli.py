@@ -31,7 +31,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_validate_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "validate", "--pipelines", PIPELINES)
     assert code == 0
-    assert out == "ok: 7 pipelines, 9 assets, 2 aliases, 2 watchers (1 warnings)\n"
+    assert out == "ok: 8 pipelines, 14 assets, 2 aliases, 5 watchers (1 warnings)\n"
     assert err == REFRESH_WARNING + "\n"
 
 
@@ -40,10 +40,10 @@ def test_validate_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert json.loads(out) == {
         "valid": True,
-        "pipelines": 7,
-        "assets": 9,
+        "pipelines": 8,
+        "assets": 14,
         "aliases": 2,
-        "watchers": 2,
+        "watchers": 5,
         "warnings": [REFRESH_WARNING],
     }
 
@@ -92,7 +92,7 @@ def test_pipelines_default_to_the_pipelines_folder(
     monkeypatch.chdir(Path(PIPELINES).parent)
     code, out, _ = run(capsys, "validate")
     assert code == 0
-    assert out.startswith("ok: 7 pipelines")
+    assert out.startswith("ok: 8 pipelines")
 
 
 # --- catalog ------------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def test_catalog_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "catalog", "--pipelines", PIPELINES)
     assert code == 0
     lines = out.splitlines()
-    assert len(lines) == 7
+    assert len(lines) == 8
     assert "partner_feed_audit: alias:partner-exports -> spark_jobs/partner_feed_audit.py" in lines
     assert (
         "ops_dashboard: (s3://assetflow-demo/curated/deliveries & s3://assetflow-demo/iot/readings) | "
@@ -233,3 +233,31 @@ def test_validate_refuses_an_invalid_watcher_schema(tmp_path, capsys) -> None:
     )
     assert cli.main(["validate", "--pipelines", str(tmp_path)]) == 1
     assert "watcher 'w' schema" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        (
+            "S3ObjectCreated('s3://landing')",
+            "S3ObjectCreated('s3://landing'): a bucket name has 3-63 characters",
+        ),
+        ("EventBridgePattern({'source': 'shop'})", "expected a list of allowed values"),
+        (
+            "KinesisStream('clicks', batch_size=0)",
+            "KinesisStream('clicks'): batch_size must be between 1 and 10000",
+        ),
+        ("S3ObjectCreated('landing', schema={'type': 7})", "invalid JSON Schema"),
+    ],
+)
+def test_validate_refuses_a_bad_source_saying_what_is_wrong(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, source: str, words: str
+) -> None:
+    (tmp_path / "defs.py").write_text(
+        "from assetflow import Asset, AssetWatcher, EventBridgePattern, KinesisStream, S3ObjectCreated\n"
+        f"a = Asset('x-a://a', watchers=[AssetWatcher('w', {source})])\n"
+    )
+    code, out, err = run(capsys, "validate", "--pipelines", str(tmp_path))
+    assert code == 1
+    assert out == ""
+    assert words in err

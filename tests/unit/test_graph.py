@@ -74,7 +74,7 @@ def test_mermaid_has_every_node(example: Catalog) -> None:
     ids = _node_ids(example)
     declared = node_ids(text, r"^  (\w+)[\[\(\{]")
     assert declared == set(ids.values())
-    assert len(declared) == 2 + 9 + 2 + 7
+    assert len(declared) == 5 + 14 + 2 + 8
     for name in example.watchers:
         assert f'{ids[("watcher", name)]}[/"{name}<br/>' in text
     for uri in example.assets:
@@ -99,7 +99,7 @@ def test_mermaid_edges(example: Catalog) -> None:
     assert f"  {etl} -->|on success| {curated}\n" in text
     assert f"  {ids[('pipeline', 'partner_exports')]} -->|on success| {exports}\n" in text
     assert f"  {exports} --> {ids[('pipeline', 'partner_feed_audit')]}\n" in text
-    assert len(re.findall(r" --> | -->\|", text)) == 19
+    assert len(re.findall(r" --> | -->\|", text)) == 27
 
 
 def test_dot_has_every_node_and_edge(example: Catalog) -> None:
@@ -131,7 +131,7 @@ def test_dot_has_every_node_and_edge(example: Catalog) -> None:
     check = ids[("pipeline", "sensor_check")]
     assert f'  {check} -> {ids[("asset", "s3://assetflow-demo/iot/readings")]} [label="on success"];' in text
     assert f'  {check} -> {ids[("alias", "sensor-alerts")]} [label="on success"];' in text
-    assert len(re.findall(r" -> ", text)) == 19
+    assert len(re.findall(r" -> ", text)) == 27
 
 
 def test_an_asset_named_twice_in_a_condition_has_one_edge() -> None:

@@ -96,6 +96,7 @@ def test_the_example_folder_loads() -> None:
     assert pipelines == [
         "daily_report",
         "deliveries_etl",
+        "inbox_digest",
         "ops_dashboard",
         "partner_exports",
         "partner_feed_audit",
@@ -103,7 +104,7 @@ def test_the_example_folder_loads() -> None:
         "sensor_daily_rollup",
     ]
     origins = {d.origin.rsplit("/", 1)[1] for d in definitions}
-    assert origins == {"deliveries.py", "reports.py", "sensors.py"}
+    assert origins == {"deliveries.py", "inbox.py", "reports.py", "sensors.py"}
 
 
 def test_loading_the_same_folder_twice_works_and_cleans_up(linked: Path) -> None:

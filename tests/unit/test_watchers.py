@@ -321,7 +321,8 @@ def test_watcher_names_refused(name: Any) -> None:
 
 def test_watcher_source_type_is_checked() -> None:
     with pytest.raises(
-        DefinitionError, match=r"source must be SqsQueue\(...\) or KafkaTopic\(...\), not str"
+        DefinitionError,
+        match=r"source must be SqsQueue\(...\), KafkaTopic\(...\), S3ObjectCreated\(...\), EventBridgePattern\(...\) or KinesisStream\(...\), not str",
     ):
         AssetWatcher("w", "orders")  # type: ignore[arg-type]
 

@@ -46,7 +46,7 @@ export function buildGraph(catalog) {
   for (const name of Object.keys(catalog.aliases || {}).sort()) alias(name);
   for (const [name, watcher] of Object.entries(catalog.watchers || {})) {
     const source = watcher.source || {};
-    const where = source.queue || source.topic || source.stream || source.bucket || source.queue_arn || '';
+    const where = source.queue || source.topic || source.stream || source.bucket || source.bus || source.queue_arn || '';
     const id = add(`w:${name}`, { kind: 'watcher', key: name, label: name, sub: [source.type, where].filter(Boolean).join(': ') });
     // One watcher may feed several assets (the catalog lists them all in `assets`).
     for (const uri of watcher.assets || (watcher.asset ? [watcher.asset] : [])) edge(id, asset(uri));

@@ -467,6 +467,8 @@ class MessageTranslator:
             extras=extras,
             extra=extra,
             keep=extra,
+            # The data version skip_unchanged pipelines compare: the object's version, else its content's ETag.
+            version=version if isinstance(version, str) and version else etag,
         )
 
     # ---- Kinesis -------------------------------------------------------------------------------------
@@ -560,11 +562,13 @@ class MessageTranslator:
         extras: S3ExtrasStore | None = None,
         extra: dict[str, Any] | None = None,
         keep: Mapping[str, Any] | None = None,
+        version: str | None = None,
     ) -> Outcome:
         """The event a message becomes under its watcher's rules, or why it is quarantined.
 
         ``extra`` replaces the default ``{"payload", "message"}`` extra (EventBridge and S3 events name their
-        parts); ``keep`` is what stays inline when the extra goes by reference.
+        parts); ``keep`` is what stays inline when the extra goes by reference; ``version`` is the event's data
+        version (an S3 object's).
         """
         source = watcher.source
 
@@ -633,6 +637,7 @@ class MessageTranslator:
             extra=extra,
             source={"type": "watcher", "watcher": watcher.name, "kind": kind},
             partition_key=partition_key,
+            version=version,
         )
         # One source feeding several assets: the same message is an event of each (ids differ by asset).
         others = tuple(

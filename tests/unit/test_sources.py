@@ -219,6 +219,19 @@ def test_s3_identity_is_the_object_version_not_the_message() -> None:
     assert isinstance(moto, Accepted) and thaw_json(moto.event.extra)["etag"]
 
 
+def test_an_s3_event_carries_the_objects_data_version_for_skip_unchanged() -> None:
+    # The object's version id where the bucket keeps versions, else its content's ETag (the same bytes put
+    # again make an event of the same version, which a skip_unchanged pipeline does not run for)
+    translator = MessageTranslator(CATALOG, watcher="landing")
+    versioned = translator.from_sqs(sqs_of(s3_event(version="v7")), now=NOW)
+    plain = translator.from_sqs(sqs_of(s3_event(etag="e1", sequencer="01")), now=NOW)
+    again = translator.from_sqs(sqs_of(s3_event(etag="e1", sequencer="02")), now=NOW)
+    assert isinstance(versioned, Accepted) and isinstance(plain, Accepted) and isinstance(again, Accepted)
+    assert versioned.event.version == "v7"
+    assert plain.event.version == again.event.version == "e1"
+    assert plain.event.to_json()["version"] == "e1"
+
+
 def test_s3_redelivery_is_stored_once() -> None:
     translator = MessageTranslator(CATALOG, watcher="landing")
     store = FakeStore()

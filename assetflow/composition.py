@@ -27,6 +27,7 @@ if typing.TYPE_CHECKING:
     from assetflow.core.catalog import Catalog
     from assetflow.ports import ListenerBus, WakeUps
     from assetflow.usecases.evaluate import Evaluator
+    from assetflow.usecases.expectations import Expectations
     from assetflow.usecases.ingest import Ingest
     from assetflow.usecases.job_state import RunStates
     from assetflow.usecases.operate import Operations
@@ -316,6 +317,24 @@ class Dependencies:
             bus=self.bus,
             clock=utc_now,
             wakeups=self.wakeups,
+        )
+
+    @cached_property
+    def expectations(self) -> Expectations:
+        """Expected arrivals: deadline checks (one-time schedules beside the wake-ups), misses to ``late(a)``."""
+        from assetflow.ports import NoDeadlines
+        from assetflow.usecases.expectations import Expectations
+
+        wakeups = self.wakeups
+        deadlines = wakeups if callable(getattr(wakeups, "check_at", None)) else NoDeadlines()
+        return Expectations(
+            catalog=self.catalog,
+            store=self.store,
+            marks=self.store,
+            deadlines=deadlines,  # type: ignore[arg-type]
+            clock=utc_now,
+            bus=self.bus,
+            route=lambda events: self.evaluator.handle_batch(events),  # built only for fallbacks
         )
 
     @cached_property

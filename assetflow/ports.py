@@ -519,6 +519,41 @@ class NoWakeUps:
         """Drop the wake-up."""
 
 
+class Deadlines(Protocol):
+    """One-shot checks of an asset's expected arrival at its next deadline (EventBridge Scheduler's ``at()``)."""
+
+    def check_at(self, uri: str, when: datetime) -> None:
+        """Check ``uri``'s ``ExpectedArrival`` at ``when`` (once; repeated requests are harmless).
+
+        Raises:
+            StoreUnavailableError: the scheduler is throttling or failing; retry.
+        """
+        ...
+
+
+class NoDeadlines:
+    """Deadline checks dropped (a runtime without schedules)."""
+
+    def check_at(self, uri: str, when: datetime) -> None:
+        """Drop the check."""
+
+
+class LateMarks(Protocol):
+    """The missed deadlines of expected assets: each recorded once, so each is announced once."""
+
+    def mark_late(self, uri: str, deadline: datetime, key: str | None, *, now: datetime) -> bool:
+        """Record that ``uri`` missed ``deadline`` (for ``key``); True the first time.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def late_marks(self, uri: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest recorded misses of ``uri`` (``deadline``, ``partition_key``, ``at``), newest first."""
+        ...
+
+
 @dataclass(frozen=True)
 class JobRunStatus:
     """What the job service says of a job run: its state (EMR Serverless's names) and why, when it ended."""
@@ -627,6 +662,7 @@ class ExtrasStore(Protocol):
 __all__ = [
     "Accepted",
     "Clock",
+    "Deadlines",
     "Detached",
     "EventStore",
     "ExtraTooLargeError",
@@ -635,8 +671,10 @@ __all__ = [
     "JobRunStatus",
     "JobRuns",
     "JobServiceUnavailableError",
+    "LateMarks",
     "Launcher",
     "ListenerBus",
+    "NoDeadlines",
     "NoWakeUps",
     "NullBus",
     "Outcome",

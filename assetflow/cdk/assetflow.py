@@ -249,9 +249,14 @@ class AssetflowService(Construct):
             (self.api.handler, table_access.API),
         ):
             grant_table_access(table, function.role, access)
-        # Listener events come from the evaluator (asset and alias events) and run state (outlets) only, and
-        # from the sweep when it finishes a run whose state change was lost.
-        for function in (self.evaluator.handler, self.run_state.handler, self.reconciliation.handler):
+        # Listener events come from the evaluator (asset and alias events) and run state (outlets) only, from
+        # the sweep when it finishes a run whose state change was lost, and from the tick function (AssetLate).
+        for function in (
+            self.evaluator.handler,
+            self.run_state.handler,
+            self.reconciliation.handler,
+            self.schedules.handler,
+        ):
             self.event_bus.grant_put_events_to(function.role)
         # Runs start from the evaluator, from run state (a pipeline held at max_active_runs), from ticks and from
         # the sweep; the API too: manual, replayed and backfilled runs, cancels (CancelJobRun), unpause.

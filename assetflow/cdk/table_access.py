@@ -134,7 +134,9 @@ RUN_STATES = EVALUATE | TableAccess(
 )
 EVALUATOR = EVALUATE | ROUTE
 RUN_STATE = RUN_STATES
-TICK = EVALUATE
+#: Ticks and wake-ups evaluate queues; a deadline check also reads its asset's events (every shard) and records
+#: a missed deadline once (``EXPECT#<uri>``).
+TICK = EVALUATE | TableAccess(reads=("ASSET#*", "EVENTS#*"), writes=("EXPECT#*",))
 RECONCILE = RUN_STATES
 #: The operator API: every view (reads, and the runs and assets indexes), emitting an asset event (its API
 #: dedupe record), clearing a queue, and the run actions (trigger, cancel, replay) that go through queues and

@@ -20,6 +20,7 @@ from typing import Any
 
 from assetflow.core import listeners
 from assetflow.core.catalog import Catalog
+from assetflow.core.entries import entry_kind
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
@@ -206,7 +207,11 @@ class Evaluator:
     # ---- the steps of a batch ------------------------------------------------------------------------
 
     def _announce(self, events: Sequence[AssetEvent]) -> None:
-        """Listener events of the batch, only of the types the environment subscribes to."""
+        """Listener events of the batch, only of the types the environment subscribes to.
+
+        Synthetic entries (a missed deadline, a failed run) are no asset changes: their own use cases announce.
+        """
+        events = [e for e in events if entry_kind(e) == "event"]
         bus = self.bus
         entries: list[tuple[str, Mapping[str, Any]]] = []
         assets = self.catalog.assets

@@ -19,9 +19,12 @@ from assetflow.core.events import parse_timestamp
 from assetflow.core.expectations import asset_health
 from assetflow.core.queues import explain_from_head
 from assetflow.ports import Page, Store
+from assetflow.usecases.expectations import arrival_of
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
 
 DEFAULT_RUNS_LIMIT = 50
+#: The newest events of a per-partition expected asset that the listing reads for its awaited key.
+KEYED_HEALTH_EVENTS = 1000
 _RUN_READERS = 8
 
 #: A page size as an option gives it (int) or a query parameter does (text); None for the default.
@@ -81,10 +84,17 @@ def list_assets(
             "event_count": 0,
         }
         last = parse_timestamp(row["last_event_at"]) if row.get("last_event_at") else None
+        expect = getattr(known, "expect", None)
+        arrived: frozenset[str] = frozenset()
+        if expect is not None and expect.keyed:
+            # The awaited key among the newest events (one page): a per-partition deadline's facts.
+            status = arrival_of(store, uri, expect, now=moment, max_events=KEYED_HEALTH_EVENTS)
+            arrived = frozenset({status.key}) if status.key is not None and not status.late else frozenset()
         row["health"] = asset_health(
             now=moment,
-            expect=getattr(known, "expect", None),
+            expect=expect,
             last_event_at=last,
+            arrived_keys=arrived,
             last_quarantined_at=quarantined.get(uri),
         )
         row["declared"] = known is not None

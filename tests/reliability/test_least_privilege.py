@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +313,15 @@ def test_every_functions_requests_are_within_its_table_grants(
     for _ in range(2):
         handle_schedule_tick.lambda_handler(
             {"pipeline": "daily_report", "scheduled_time": "2026-11-22T06:00:00Z"},
+            LambdaContext(),
+            deps=world.deps["schedule-tick"],
+        )
+    # A deadline check of an expected asset two days on (read its events, record the miss once), twice
+    checks = world.deps["schedule-tick"].expectations
+    checks.clock = lambda: datetime.now(UTC) + timedelta(days=2)
+    for _ in range(2):
+        handle_schedule_tick.lambda_handler(
+            {"expectation": DELIVERIES, "deadline": "2026-11-22T08:00:00Z"},
             LambdaContext(),
             deps=world.deps["schedule-tick"],
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from assetflow.adapters.dynamodb.control import DynamoDbPipelineStore
 from assetflow.adapters.dynamodb.events import DynamoDbEventStore
+from assetflow.adapters.dynamodb.expectations import DynamoDbExpectationStore
 from assetflow.adapters.dynamodb.quarantine import DynamoDbQuarantineStore
 from assetflow.adapters.dynamodb.queues import DynamoDbQueueStore
 from assetflow.adapters.dynamodb.runs import DynamoDbRunStore
@@ -22,7 +23,12 @@ from assetflow.adapters.dynamodb.table import (
 
 
 class DynamoDbStore(
-    DynamoDbEventStore, DynamoDbQueueStore, DynamoDbPipelineStore, DynamoDbRunStore, DynamoDbQuarantineStore
+    DynamoDbEventStore,
+    DynamoDbQueueStore,
+    DynamoDbPipelineStore,
+    DynamoDbRunStore,
+    DynamoDbQuarantineStore,
+    DynamoDbExpectationStore,
 ):
     """Reads and writes every record of assetflow in one DynamoDB table (the ``Store`` port)."""
 
@@ -31,6 +37,7 @@ __all__ = [
     "DEDUPE_TTL",
     "INDEXES",
     "DynamoDbEventStore",
+    "DynamoDbExpectationStore",
     "DynamoDbPipelineStore",
     "DynamoDbQuarantineStore",
     "DynamoDbQueueStore",

@@ -1,0 +1,68 @@
+"""The expectations aggregate: missed deadlines of expected assets, each recorded once (``EXPECT#<uri>``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from assetflow.adapters.dynamodb.keys import partition_key, sort_key
+from assetflow.adapters.dynamodb.table import DynamoDbTable, epoch_seconds, num_attr, plain_item, str_attr
+from assetflow.core.errors import ConflictError
+from assetflow.core.events import format_timestamp
+
+#: How long a missed deadline's record is kept (operators read the newest; the rest expire).
+LATE_MARK_TTL = timedelta(days=90)
+
+
+def expect_pk(uri: str) -> str:
+    """The partition of an asset's expectation records."""
+    return partition_key("EXPECT#", uri)
+
+
+class DynamoDbExpectationStore(DynamoDbTable):
+    """Missed deadlines under ``EXPECT#<uri>``, sorted by deadline (the ``LateMarks`` port)."""
+
+    def mark_late(self, uri: str, deadline: datetime, key: str | None, *, now: datetime) -> bool:
+        """Record that ``uri`` missed ``deadline`` (for ``key``); True the first time (one conditional put).
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        item: dict[str, Any] = {
+            "pk": str_attr(expect_pk(uri)),
+            "sk": str_attr(sort_key("LATE#", f"{format_timestamp(deadline)}#{key or ''}")),
+            "uri": str_attr(uri),
+            "deadline": str_attr(format_timestamp(deadline)),
+            "at": str_attr(format_timestamp(now)),
+            "expires_at": num_attr(epoch_seconds(now + LATE_MARK_TTL)),
+        }
+        if key is not None:
+            item["partition_key"] = str_attr(key)
+        try:
+            self._call(
+                "put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def late_marks(self, uri: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest recorded misses of ``uri`` (``deadline``, ``partition_key``, ``at``), newest first."""
+        answer = self._call(
+            "query",
+            TableName=self.table,
+            KeyConditionExpression="pk = :p AND begins_with(sk, :l)",
+            ExpressionAttributeValues={":p": str_attr(expect_pk(uri)), ":l": str_attr("LATE#")},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        marks = []
+        for raw in answer.get("Items", []):
+            item = plain_item(raw)
+            marks.append(
+                {"deadline": item["deadline"], "partition_key": item.get("partition_key"), "at": item["at"]}
+            )
+        return marks
+
+
+__all__ = ["LATE_MARK_TTL", "DynamoDbExpectationStore", "expect_pk"]

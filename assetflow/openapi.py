@@ -218,6 +218,18 @@ SCHEMAS: dict[str, Any] = {
             "wake_at": {"type": "string", "nullable": True},
             "next_tick": {"type": "string", "nullable": True},
             "held_runs": {"type": "integer"},
+            "late": {
+                "type": "array",
+                "description": "assets of the schedule that missed their expected arrival and are still late",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "uri": {"type": "string"},
+                        "deadline": {"type": "string"},
+                        "partition_key": {"type": "string", "nullable": True},
+                    },
+                },
+            },
         },
     },
     "QueueEntry": {

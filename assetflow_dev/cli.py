@@ -719,6 +719,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"{doc['updated']} of {doc['required']} assets updated; {doc['queued']} event(s) queued; "
         f"{doc['active_runs']} run(s) active; {doc.get('held_runs', 0)} run(s) held for a slot"
     )
+    for late in doc.get("late", []):
+        key = f" (partition {late['partition_key']})" if late.get("partition_key") else ""
+        print(f"late: {late['uri']}{key} missed its expected arrival at {late['deadline']}")
     if doc["condition"] is not None:
         print("condition:")
         print("\n".join(_tree_lines(doc["condition"])))

@@ -15,8 +15,9 @@ from assetflow.core.conditions import AssetAlias, Where
 from assetflow.core.decision import combine_explains, queue_progress
 from assetflow.core.decision import explain as explain_state
 from assetflow.core.entries import QueueState
-from assetflow.core.events import parse_timestamp
+from assetflow.core.events import format_timestamp, parse_timestamp
 from assetflow.core.expectations import asset_health
+from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import explain_from_head
 from assetflow.ports import Page, Store
 from assetflow.usecases.expectations import arrival_of
@@ -196,7 +197,8 @@ def explain(
     """Why the pipeline runs or waits now: DESIGN §5's explain JSON, from the decision the evaluator takes.
 
     The queues, the active runs and the paused flag are read from the store; ``held_runs`` adds how many
-    operator-made runs (manual, replayed, backfilled) wait for a slot.
+    operator-made runs (manual, replayed, backfilled) wait for a slot, and ``late`` the assets of the schedule
+    that missed their expected arrival (:func:`late_inputs`).
 
     Raises:
         NotFoundError: no such pipeline in the catalog.
@@ -225,7 +227,27 @@ def explain(
         docs.append(explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused))
     result = combine_explains(pipeline, docs)
     result["held_runs"] = len(store.held_runs(pipeline.id))
+    result["late"] = late_inputs(store, catalog, pipeline, now=moment)
     return result
+
+
+def late_inputs(store: Store, catalog: Catalog, pipeline: Pipeline, *, now: datetime) -> list[dict[str, Any]]:
+    """The assets the schedule names that missed their expected arrival's last deadline and are still late.
+
+    Each is ``{"uri", "deadline", "partition_key"}`` (the key a per-partition expectation waits for).
+    """
+    late: list[dict[str, Any]] = []
+    uris = dict.fromkeys(u for u in (getattr(n, "uri", None) for n in pipeline.condition.iter_nodes()) if u)
+    for uri in uris:
+        known = catalog.assets.get(str(uri))
+        if known is None or known.expect is None:
+            continue
+        status = arrival_of(store, known.uri, known.expect, now=now, max_events=KEYED_HEALTH_EVENTS)
+        if status.late and status.deadline is not None:
+            late.append(
+                {"uri": known.uri, "deadline": format_timestamp(status.deadline), "partition_key": status.key}
+            )
+    return late
 
 
 def _utc_now() -> datetime:

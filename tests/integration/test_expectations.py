@@ -158,6 +158,9 @@ def test_a_missed_deadline_is_announced_once_runs_the_fallback_and_clears_with_t
     assert h.bus.of("AssetChanged") == h.bus.of("AssetChanged")[:1]  # only yesterday's real file
     assert h.ticker.pending_checks() == [(at(7, day=22), ORDERS.uri)]
     assert h.health(ORDERS.uri) == "late"
+    assert views.explain(h.store, h.catalog, "orders_etl", now=h.clock.now)["late"] == [
+        {"uri": ORDERS.uri, "deadline": "2026-11-21T07:00:00.000000Z", "partition_key": None}
+    ]
     assert h.store.late_marks(ORDERS.uri)[0]["deadline"] == "2026-11-21T07:00:00.000000Z"
     run = h.store.get_run(answer["runs"][0])
     assert [e.source["type"] for e in run.triggering_events] == ["late"]
@@ -171,6 +174,7 @@ def test_a_missed_deadline_is_announced_once_runs_the_fallback_and_clears_with_t
     h.advance(at(8))
     h.emit(ORDERS, at(8))
     assert h.health(ORDERS.uri) == "fresh"
+    assert views.explain(h.store, h.catalog, "orders_etl", now=h.clock.now)["late"] == []
     (tomorrow,) = h.advance(at(7, day=22))
     assert not tomorrow["late"] and not tomorrow["announced"]
     assert len(h.bus.of("AssetLate")) == 1 and len(h.launcher.submitted) == 3  # + orders_etl's of today's
@@ -207,6 +211,8 @@ def test_per_partition_expectation_waits_for_its_key_and_feeds_a_partitioned_fal
     assert h.store.get_run(run_id).partition_key == "2026-11-20"
     assert h.bus.of("AssetLate")[0]["partition_key"] == "2026-11-20"
     assert h.health(SALES.uri) == "late"
+    (late_input,) = views.explain(h.store, h.catalog, "sales_fallback", now=h.clock.now)["late"]
+    assert late_input["partition_key"] == "2026-11-20"
     # When the 20th arrives (at any time), the asset is fresh; the next deadline waits for the 21st's key
     h.emit(SALES, at(9), key="2026-11-20")
     assert h.health(SALES.uri) == "fresh"

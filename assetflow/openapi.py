@@ -232,6 +232,16 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "ReleaseResult": {
+        "type": "object",
+        "required": ["event", "released", "queued_for", "runs"],
+        "properties": {
+            "event": {"$ref": "#/components/schemas/AssetEvent"},
+            "released": {"type": "boolean", "description": "false when it was released before"},
+            "queued_for": {"type": "array", "items": {"type": "string"}},
+            "runs": {"type": "array", "items": {"type": "string"}},
+        },
+    },
     "QueueEntry": {
         "type": "object",
         "required": ["pipeline", "queue_key", "aliases", "event"],

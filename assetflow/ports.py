@@ -554,6 +554,22 @@ class LateMarks(Protocol):
         ...
 
 
+class Releases(Protocol):
+    """Operators' releases of events held by a failed blocking check: each recorded once, with who and when."""
+
+    def mark_released(self, uri: str, event_id: str, *, by: str, now: datetime) -> bool:
+        """Record that ``event_id`` of ``uri`` was released; True the first time.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def released_ids(self, uri: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of these events of ``uri`` an operator released."""
+        ...
+
+
 @dataclass(frozen=True)
 class JobRunStatus:
     """What the job service says of a job run: its state (EMR Serverless's names) and why, when it ended."""
@@ -687,6 +703,7 @@ __all__ = [
     "QueueSnapshot",
     "QueueStore",
     "ReasonCode",
+    "Releases",
     "RunOutputs",
     "RunStore",
     "Store",

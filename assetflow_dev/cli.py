@@ -432,6 +432,20 @@ def cmd_events_emit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_events_release(args: argparse.Namespace) -> int:
+    """Release an event held by a failed blocking check (through the API, as every operator action)."""
+    result = _api_call(args, "POST", f"/assets/events/{_segment(args.event_id)}/release")
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    event = result["event"]
+    verb = "released" if result["released"] else "was already released;"
+    queued = ", ".join(result["queued_for"]) or "no pipeline"
+    runs = f"; started {len(result['runs'])} run(s)" if result["runs"] else ""
+    print(f"{verb} event {event['id']} of {event['asset']}: queued for {queued}{runs}")
+    return EXIT_OK
+
+
 def cmd_queue_list(args: argparse.Namespace) -> int:
     """A pipeline's queued asset events."""
     from assetflow.usecases import views
@@ -1064,6 +1078,10 @@ def _view_commands(tree: _Commands) -> None:
     emit.add_argument(
         "--idempotency-key", metavar="KEY", help="repeat the command with the same key to make one event only"
     )
+    release = events(
+        "release", cmd_events_release, "let an event held by a failed blocking check count again"
+    )
+    release.add_argument("event_id", metavar="EVENT_ID")
     queue = tree.group("queue", "queued asset events of a pipeline")
     queue("list", cmd_queue_list, "a pipeline's queued asset events", _STORE).add_argument(
         "pipeline", metavar="PIPELINE"

@@ -139,11 +139,16 @@ RUN_STATE = RUN_STATES
 TICK = EVALUATE | TableAccess(reads=("ASSET#*", "EVENTS#*"), writes=("EXPECT#*",))
 RECONCILE = RUN_STATES
 #: The operator API: every view (reads, and the runs and assets indexes), emitting an asset event (its API
-#: dedupe record), clearing a queue, and the run actions (trigger, cancel, replay) that go through queues and
-#: runs. Deletes: queue entries only.
+#: dedupe record), clearing a queue, the run actions (trigger, cancel, replay) that go through queues and
+#: runs, and releasing a held event. Deletes: queue entries only.
 API = TableAccess(
-    reads=("ASSET#*", "ALIAS#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*", "QUARANTINE", "DEDUPE#api#*"),
-    writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*", "DEDUPE#api#*"),
+    reads=(
+        *("ASSET#*", "ALIAS#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*", "QUARANTINE", "DEDUPE#api#*"),
+        # Health and explain read expected assets' events (every shard) and releases; a release finds its
+        # held outlet event by the event's dedupe record, and records itself once.
+        *("EVENTS#*", "EXPECT#*", "DEDUPE#outlet#*"),
+    ),
+    writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*", "DEDUPE#api#*", "EXPECT#*"),
     deletes=("QUEUE#*",),
     indexes=("gsi1", "gsi2", "gsi3"),
     # Requeueing a cancelled run's events drops the queue's seen markers, 25 a request.

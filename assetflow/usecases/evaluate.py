@@ -210,8 +210,9 @@ class Evaluator:
         """Listener events of the batch, only of the types the environment subscribes to.
 
         Synthetic entries (a missed deadline, a failed run) are no asset changes: their own use cases announce.
+        Neither is a held event an operator released: it was announced when it was recorded.
         """
-        events = [e for e in events if entry_kind(e) == "event"]
+        events = [e for e in events if entry_kind(e) == "event" and "released" not in e.source]
         bus = self.bus
         entries: list[tuple[str, Mapping[str, Any]]] = []
         assets = self.catalog.assets

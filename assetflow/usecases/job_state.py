@@ -10,6 +10,7 @@ from typing import Any
 
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset, AssetAlias
+from assetflow.core.entries import Check, parse_checks
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
@@ -34,6 +35,8 @@ class PlannedEvent:
     asset: str
     extra: Mapping[str, Any] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
+    #: The checks the job reported on a declared asset outlet (``outlet_events[a].check(...)``).
+    checks: tuple[Check, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -89,6 +92,7 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
     declared_assets = [o.uri for o in pipeline.outlets if isinstance(o, Asset)]
     declared_aliases = {o.name for o in pipeline.outlets if isinstance(o, AssetAlias)}
     extras: dict[str, Mapping[str, Any]] = {}
+    checks: dict[str, tuple[Check, ...]] = {}
     additions: dict[tuple[str, str], tuple[str, Mapping[str, Any], list[str]]] = {}
     refused: list[str] = []
     entries = metadata.get("events", []) if metadata else []
@@ -121,6 +125,8 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
                 refused.append(f"{where}: {uri!r} is not a declared asset outlet of {pipeline.id!r}")
             elif uri not in extras:
                 extras[uri] = extra
+                checks[uri], bad = parse_checks(entry.get("checks"))
+                refused += [f"{where}: {reason}" for reason in bad]
             elif canonical_json(extras[uri]) != canonical_json(extra):
                 refused.append(f"{where}: a second, different extra for the outlet {uri!r}")
             continue
@@ -133,7 +139,7 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
         key = (uri, canonical_json(extra))
         _, _, grouped = additions.setdefault(key, (uri, extra, []))
         grouped.extend(a for a in kept if a not in grouped)
-    events = [PlannedEvent(uri, extras.get(uri, {})) for uri in declared_assets]
+    events = [PlannedEvent(uri, extras.get(uri, {}), checks=checks.get(uri, ())) for uri in declared_assets]
     events += [PlannedEvent(uri, extra, tuple(aliases)) for uri, extra, aliases in additions.values()]
     return OutletPlan(tuple(events), tuple(refused))
 
@@ -297,6 +303,9 @@ class RunStates:
         now = self.clock()
         for position, planned in enumerate(plan.events):
             source: dict[str, Any] = {"type": "run", "pipeline": run.pipeline, "run_id": run.run_id}
+            if planned.checks:
+                # Recorded and visible; a failed blocking one holds the event from every condition.
+                source["checks"] = [c.to_json() for c in planned.checks]
             if planned.aliases:
                 source["aliases"] = list(planned.aliases)
                 # Resolutions first: the evaluator routes the event to alias consumers by what is stored.

@@ -8,10 +8,10 @@ import contextlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from assetflow.core.catalog import Catalog
-from assetflow.core.conditions import AssetAlias, Where
+from assetflow.core.conditions import Asset, AssetAlias, Where
 from assetflow.core.decision import combine_explains, queue_progress
 from assetflow.core.decision import explain as explain_state
 from assetflow.core.entries import QueueState
@@ -19,7 +19,8 @@ from assetflow.core.events import format_timestamp, parse_timestamp
 from assetflow.core.expectations import asset_health
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import explain_from_head
-from assetflow.ports import Page, Store
+from assetflow.ports import Page, Releases, Store
+from assetflow.usecases.checks import newest_check_failed
 from assetflow.usecases.expectations import arrival_of
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
 
@@ -54,8 +55,9 @@ def list_assets(
     With ``catalog``: every declared asset too, with or without events (``event_count`` 0, ``created_at`` and
     ``last_event_at`` null until its first event), and each asset's ``health`` (``fresh``, ``late``,
     ``check_failed``, ``quarantined_input``) from the facts the store keeps: its newest event, its
-    ``ExpectedArrival``, and the newest quarantined message of its watchers (among the 1,000 newest). No
-    blocking-check facts are kept yet, so ``check_failed`` never shows.
+    ``ExpectedArrival`` (per partition: the awaited key among its 1,000 newest events), whether its newest event
+    is held by a failed blocking check that no operator released, and the newest quarantined message of its
+    watchers (among the 1,000 newest).
 
     Raises:
         RequestError: a bad limit or page token.
@@ -74,6 +76,9 @@ def list_assets(
     # A stored asset past the page end may sort after a declared one: the page ends at the size-th URI.
     quarantined = _newest_quarantine(store, catalog)
     moment = now or _utc_now()
+    # Only runs' outlet events carry checks: the newest event of each produced asset says whether one holds it.
+    produced = {o.uri for p in catalog.pipelines.values() for o in p.outlets if isinstance(o, Asset)}
+    releases = cast(Releases, store) if callable(getattr(store, "released_ids", None)) else None
     items = []
     for uri in page:
         known = catalog.assets.get(uri)
@@ -91,11 +96,18 @@ def list_assets(
             # The awaited key among the newest events (one page): a per-partition deadline's facts.
             status = arrival_of(store, uri, expect, now=moment, max_events=KEYED_HEALTH_EVENTS)
             arrived = frozenset({status.key}) if status.key is not None and not status.late else frozenset()
+        held = (
+            releases is not None
+            and uri in produced
+            and row["event_count"] > 0
+            and newest_check_failed(store, releases, uri)
+        )
         row["health"] = asset_health(
             now=moment,
             expect=expect,
             last_event_at=last,
             arrived_keys=arrived,
+            newest_check_failed=held,
             last_quarantined_at=quarantined.get(uri),
         )
         row["declared"] = known is not None

@@ -49,6 +49,7 @@ MSK_ARN = (
     f"arn:aws:kafka:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:cluster/iot/751d2973-a626-431c-9d4e-d7975eb44dd7-2"
 )
 DELIVERIES, READINGS = "s3://assetflow-demo/landing/deliveries", "x-iot://sensors/readings"
+AUDIT = "s3://assetflow-demo/audit/partner_feeds"
 
 PROFILES: dict[str, TableAccess] = {
     "ingest-deliveries": table_access.ingest(DELIVERIES, [f"sqs:{QUEUE_ARN}:"]),
@@ -255,7 +256,11 @@ def finish(world: World, pipeline: str, *, metadata: dict[str, Any] | None = Non
             job["jobDriver"]["sparkSubmit"]["entryPointArguments"], s3_client=world.s3
         ) as ctx:
             for uri, extra in (metadata or {}).items():
-                if uri.startswith("alias:"):
+                if uri.startswith("check:"):  # a failed blocking check holds the outlet's event
+                    ctx.outlet_events[uri.removeprefix("check:")].check(
+                        "not_empty", passed=False, blocking=True
+                    )
+                elif uri.startswith("alias:"):
                     alias, asset = uri.removeprefix("alias:").split("=", 1)
                     ctx.outlet_events[assetflow_job.AliasRef(alias)].add(asset, extra=extra)
                 else:
@@ -306,8 +311,13 @@ def test_every_functions_requests_are_within_its_table_grants(
         metadata={"alias:partner-exports=s3://assetflow-demo/exports/acme-foods": {}},
     )
     world.evaluate()
-    for pipeline in ("sensor_daily_rollup", "ops_dashboard", "partner_feed_audit"):
+    for pipeline in ("sensor_daily_rollup", "ops_dashboard"):
         finish(world, pipeline)
+    finish(world, "partner_feed_audit", metadata={f"check:{AUDIT}": {}})
+    world.evaluate()
+    # An operator releases the held event through the API
+    (held,) = world.deps["api"].store.list_events(AUDIT).items
+    assert api(world, "POST", f"/assets/events/{held['id']}/release") == 200
     world.evaluate()
     # A tick, twice
     for _ in range(2):

@@ -1,7 +1,11 @@
-"""The expectations aggregate: missed deadlines of expected assets, each recorded once (``EXPECT#<uri>``)."""
+"""The expectations aggregate under ``EXPECT#<uri>``: missed deadlines and operators' releases of held events.
+
+Each is recorded once (a conditional put): a missed deadline is announced once, a release is audited once.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,7 +24,7 @@ def expect_pk(uri: str) -> str:
 
 
 class DynamoDbExpectationStore(DynamoDbTable):
-    """Missed deadlines under ``EXPECT#<uri>``, sorted by deadline (the ``LateMarks`` port)."""
+    """Missed deadlines (``LATE#``, the ``LateMarks`` port) and releases (``RELEASED#``, the ``Releases`` port)."""
 
     def mark_late(self, uri: str, deadline: datetime, key: str | None, *, now: datetime) -> bool:
         """Record that ``uri`` missed ``deadline`` (for ``key``); True the first time (one conditional put).
@@ -63,6 +67,38 @@ class DynamoDbExpectationStore(DynamoDbTable):
                 {"deadline": item["deadline"], "partition_key": item.get("partition_key"), "at": item["at"]}
             )
         return marks
+
+    def mark_released(self, uri: str, event_id: str, *, by: str, now: datetime) -> bool:
+        """Record that ``event_id`` of ``uri`` was released (kept for good: the event is); True the first time.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item={
+                    "pk": str_attr(expect_pk(uri)),
+                    "sk": str_attr(f"RELEASED#{event_id}"),
+                    "event_id": str_attr(event_id),
+                    "by": str_attr(by[:2048]),
+                    "at": str_attr(format_timestamp(now)),
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ConflictError:
+            return False
+        return True
+
+    def released_ids(self, uri: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of these events of ``uri`` were released (one batched read)."""
+        ids = list(dict.fromkeys(event_ids))
+        if not ids:
+            return set()
+        keys = [{"pk": str_attr(expect_pk(uri)), "sk": str_attr(f"RELEASED#{i}")} for i in ids]
+        found = self._batch_get(keys)
+        return {i for i in ids if (expect_pk(uri), f"RELEASED#{i}") in found}
 
 
 __all__ = ["LATE_MARK_TTL", "DynamoDbExpectationStore", "expect_pk"]

@@ -17,6 +17,7 @@ from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, QueueSummary, StoredQueue
 from assetflow.core.scheduler import QueueEntry, Transition
+from assetflow.core.watermarks import Watermark
 
 #: The time now (UTC, aware). The core never reads the clock; the use cases ask this port.
 Clock = Callable[[], datetime]
@@ -570,6 +571,47 @@ class Releases(Protocol):
         ...
 
 
+class WatermarkStore(Protocol):
+    """Per source partition, the newest position recorded (ingest advances it; reconciliation reads it)."""
+
+    def advance_watermarks(self, marks: Sequence[Watermark], *, now: datetime) -> None:
+        """Move each source partition's watermark forward to its mark (never back).
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def watermarks(self, source: str) -> list[Watermark]:
+        """The watermarks of one source, by partition."""
+        ...
+
+
+class SourceProbe(Protocol):
+    """One source kind's side of reconciliation: what it delivered that was not recorded, and its replay.
+
+    A new source kind (S3 prefixes, Kinesis shards) plugs in as one more probe.
+    """
+
+    #: The watcher this probe reconciles, its kind (``kafka``, ``sqs``, ...) and the source name its watermarks
+    #: are kept under (``kafka:<cluster>:<topic>``, ``sqs:<queue ARN>``).
+    watcher: str
+    kind: str
+    source: str
+
+    def findings(self, recorded: Sequence[Watermark]) -> list[dict[str, Any]]:
+        """What the source holds that was not recorded: ``{"kind", "what", "count", ...}`` each, JSON-ready."""
+        ...
+
+    def replay(self, finding: Mapping[str, Any]) -> int:
+        """Hand one finding's messages to the watcher's ingest (idempotent); how many went through.
+
+        Raises:
+            StoreUnavailableError: the source or the ingest function failed; the finding stays for next time.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class JobRunStatus:
     """What the job service says of a job run: its state (EMR Serverless's names) and why, when it ended."""
@@ -706,7 +748,9 @@ __all__ = [
     "Releases",
     "RunOutputs",
     "RunStore",
+    "SourceProbe",
     "Store",
     "SubmissionError",
     "SubmissionRejectedError",
+    "WatermarkStore",
 ]

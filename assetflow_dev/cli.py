@@ -1172,6 +1172,13 @@ def cmd_reconcile_runs(args: argparse.Namespace) -> int:
     return reconcile(args)
 
 
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    """Compare each source's watermark with what was recorded, and replay the gaps (assetflow_dev/operate.py)."""
+    from assetflow_dev.operate import cmd_reconcile as reconcile
+
+    return reconcile(args)
+
+
 def _give_up_commands(tree: _Commands) -> None:
     replay = tree.command(
         "replay-failures",
@@ -1188,6 +1195,15 @@ def _give_up_commands(tree: _Commands) -> None:
     sweep.add_argument(
         "--dry-run", action="store_true", help="report what the sweep would repair; change nothing"
     )
+    sources = tree.command(
+        "reconcile",
+        cmd_reconcile,
+        "compare each source's watermark (Kafka committed offsets, SQS dead letters) with what was recorded "
+        "and replay the gaps through ingest",
+        _STORE,
+    )
+    sources.add_argument("--source", metavar="NAME", help="only this watcher's source")
+    sources.add_argument("--dry-run", action="store_true", help="list the gaps; replay nothing")
 
 
 def _version() -> str:

@@ -128,7 +128,15 @@ class LocalResources:
             "queues": {
                 w: {"url": q.url, "arn": q.arn, "dlq_url": q.dlq_url} for w, q in sorted(self.queues.items())
             },
-            "topics": {w: {"topic": t.topic, "group_id": t.group_id} for w, t in sorted(self.topics.items())},
+            "topics": {
+                w: {
+                    "topic": t.topic,
+                    "group_id": t.group_id,
+                    "event_source": t.event_source,
+                    "event_source_arn": t.event_source_arn,
+                }
+                for w, t in sorted(self.topics.items())
+            },
             "data_dir": str(self.data_dir),
             "path_map": dict(self.path_map),
             "failures": {"bucket": self.failures_bucket, "queues": dict(sorted(self.failure_queues.items()))},

@@ -166,9 +166,14 @@ def ingest(asset_uri: str, dedupe_prefixes: Sequence[str]) -> TableAccess:
     events = (f"ASSET#{literal(asset_uri)}", f"EVENTS#*#{literal(asset_uri)}")
     dedupe = [f"DEDUPE#{literal(p)}*" for p in dedupe_prefixes]
     dedupe += [f"DEDUPE#quarantine#{literal(p)}*" for p in dedupe_prefixes]
+    # Its source's watermarks: an SQS queue's one (``sqs:<ARN>``), a Kafka topic's per partition.
+    watermarks = [
+        f"WATERMARK#{literal(p)}*" if p == "kafka:" else f"WATERMARK#{literal(p.removesuffix(':'))}"
+        for p in dedupe_prefixes
+    ]
     return TableAccess(
         reads=(*events, *dedupe),
-        writes=(*events, "QUARANTINE", *dedupe),
+        writes=(*events, "QUARANTINE", *dedupe, *watermarks),
         # A batch's outcomes are transactions of puts and the count of its asset's summary (an update); a
         # redelivery reads its dedupe record (or event) back, and a batch which of its assets are new.
         read_actions=("dynamodb:GetItem", "dynamodb:BatchGetItem"),

@@ -20,6 +20,7 @@ from assetflow.adapters.dynamodb.table import (
     plain_item,
     table_definition,
 )
+from assetflow.adapters.dynamodb.watermarks import DynamoDbWatermarkStore
 
 
 class DynamoDbStore(
@@ -29,6 +30,7 @@ class DynamoDbStore(
     DynamoDbRunStore,
     DynamoDbQuarantineStore,
     DynamoDbExpectationStore,
+    DynamoDbWatermarkStore,
 ):
     """Reads and writes every record of assetflow in one DynamoDB table (the ``Store`` port)."""
 
@@ -44,6 +46,7 @@ __all__ = [
     "DynamoDbRunStore",
     "DynamoDbStore",
     "DynamoDbTable",
+    "DynamoDbWatermarkStore",
     "InvalidPageTokenError",
     "plain_item",
     "table_definition",

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from assetflow.adapters.sources import SqsDeadLetterDepth
 from assetflow.core.watermarks import Watermark, kafka_gaps, kafka_source
 from assetflow_dev import LOCAL_KAFKA_CONSUMER_TIMEOUTS
 from assetflow_dev.pollers import kafka_event
@@ -155,10 +156,8 @@ class KafkaProbe:
         return len(records)
 
 
-class SqsDeadLetterProbe:
+class SqsDeadLetterProbe(SqsDeadLetterDepth):
     """An SQS watcher: its dead-letter queue's depth (messages ingest gave up on), replayed to ingest."""
-
-    kind = "sqs"
 
     def __init__(
         self,
@@ -170,33 +169,9 @@ class SqsDeadLetterProbe:
         invoke: Invoke,
         sqs: Any,
     ) -> None:
-        self.watcher = watcher
-        self.queue_arn = queue_arn
-        self.dead_letter_url = dead_letter_url
+        super().__init__(watcher=watcher, queue_arn=queue_arn, dead_letter_url=dead_letter_url, sqs=sqs)
         self.function = function
         self._invoke = invoke
-        self._sqs = sqs
-        self.source = f"sqs:{queue_arn}"
-
-    def findings(self, recorded: Sequence[Watermark]) -> list[dict[str, Any]]:
-        """A ``dead-letters`` finding when the DLQ holds messages (its approximate depth)."""
-        attributes = self._sqs.get_queue_attributes(
-            QueueUrl=self.dead_letter_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        depth = int(attributes.get("ApproximateNumberOfMessages", 0))
-        if depth == 0:
-            return []
-        newest = max((m.position for m in recorded), default=None)
-        return [
-            {
-                "kind": "dead-letters",
-                "what": f"dead-letter queue of {self.watcher}",
-                "count": depth,
-                "queue": self.dead_letter_url,
-                "recorded_through_ms": newest,
-            }
-        ]
 
     def replay(self, finding: Mapping[str, Any]) -> int:
         """Hand the dead letters back to ingest as records of the watched queue (deleted once stored)."""

@@ -18,6 +18,8 @@ metrics = Metrics(namespace="assetflow", service=SERVICE)
 #: The metrics of one sweep (namespace ``assetflow``, dimension ``service``); the stack alarms on the first
 #: (something needed repairing) and the last (the sweep itself failed on some run or pipeline).
 REPAIRED_METRIC = "RunsRepaired"
+#: Messages a source holds that nothing recorded (the SQS watchers' dead letters), for `assetflow reconcile`.
+SOURCES_METRIC = "SourceMessagesMissing"
 ERRORS_METRIC = "SweepErrors"
 _COUNTS = {
     "RunsFinished": "finished",
@@ -48,6 +50,16 @@ def lambda_handler(
     resolved = deps or dependencies()
     report = resolved.reconciler.sweep(dry_run=dry_run)
     doc = report.to_json()
+    if resolved.settings.watcher_dead_letters:
+        # What the sources hold that nothing recorded (dead letters): counted, for `assetflow reconcile`.
+        try:
+            sources = resolved.source_reconciler.reconcile(dry_run=True)
+        except Exception:  # the sweep's own repairs stand; the next sweep counts again
+            logger.warning("sources not reconciled", exc_info=True)
+        else:
+            doc["sources"] = sources.to_json()
+            if not dry_run:
+                metrics.add_metric(name=SOURCES_METRIC, unit=MetricUnit.Count, value=sources.found)
     if not dry_run and resolved.expectations.expected():
         # Each expected asset keeps one pending deadline check; one lost after its retries is made again here.
         try:

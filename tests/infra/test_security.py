@@ -618,7 +618,7 @@ def test_every_table_grant_names_its_partitions_and_only_queue_entries_are_ever_
         TALLY["table grants"] += len(statements)
 
 
-def test_ingest_functions_write_only_their_assets_events_dedupe_and_quarantine_and_delete_nothing(
+def test_ingest_functions_write_only_their_assets_events_dedupe_quarantine_and_watermarks_and_delete_nothing(
     env: Synthesised,
 ) -> None:
     for ingest in env.stack.service.ingest.watchers:
@@ -632,10 +632,14 @@ def test_ingest_functions_write_only_their_assets_events_dedupe_and_quarantine_a
                 assert (
                     key in (f"ASSET#{uri}", f"EVENTS#*#{uri}")  # its asset's partition and write shards
                     or key == "QUARANTINE"
-                    or text.startswith(('"DEDUPE#kafka:', '"DEDUPE#quarantine#kafka:', '{"Fn::Join"'))
+                    or text.startswith(
+                        ('"DEDUPE#kafka:', '"DEDUPE#quarantine#kafka:', '"WATERMARK#kafka:', '{"Fn::Join"')
+                    )
                 ), (ingest.watcher, key)
-                if isinstance(key, dict):  # an SQS queue's identities: its own ARN
-                    assert "DEDUPE#" in text and ":*" in text, key
+                if isinstance(key, dict):  # an SQS queue's identities (and its watermark): its own ARN
+                    assert ("DEDUPE#" in text and ":*" in text) or (
+                        "WATERMARK#sqs:" in text and "*" not in text
+                    ), key
 
 
 def test_jobs_only_read_their_inlets_events(env: Synthesised) -> None:

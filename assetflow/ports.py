@@ -586,6 +586,14 @@ class WatermarkStore(Protocol):
         """The watermarks of one source, by partition."""
         ...
 
+    def close_gap(self, source: str, partition: str, through: int) -> None:
+        """Everything of the partition through ``through`` was handed to ingest again (a replayed gap).
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
 
 class SourceProbe(Protocol):
     """One source kind's side of reconciliation: what it delivered that was not recorded, and its replay.

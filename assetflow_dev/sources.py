@@ -92,7 +92,8 @@ class KafkaProbe:
             if tp.topic == self.topic and meta.offset is not None and meta.offset >= 0
         }
         start = {str(tp.partition): int(offset) for tp, offset in starts.items()}
-        gaps = kafka_gaps(self.source, {m.partition: m.position for m in recorded}, committed, start=start)
+        through = {m.partition: m.recorded_through for m in recorded}
+        gaps = kafka_gaps(self.source, through, committed, start=start)
         return [
             {
                 "kind": "kafka-gap",

@@ -10,7 +10,7 @@ ingest: a message recorded meanwhile is recognised by its identity and not recor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,10 @@ class Watermark:
     ``source`` is ``kafka:<cluster>:<topic>`` or ``sqs:<queue ARN>``; ``partition`` the Kafka partition (``""``
     for SQS); ``position`` the offset, or the message's sent time in epoch milliseconds; ``message`` the identity
     of the message at that position.
+
+    Kafka offsets also keep ``contiguous``: the highest offset up to which every batch was recorded (a batch
+    given up after its retries leaves it behind while ``position`` moves on). ``first`` is, in a batch being
+    written, the lowest offset of the partition's records in it.
     """
 
     source: str
@@ -29,6 +33,13 @@ class Watermark:
     position: int
     message: str
     at: datetime | None = None
+    contiguous: int | None = None
+    first: int | None = None
+
+    @property
+    def recorded_through(self) -> int:
+        """The offset through which everything was recorded (``contiguous`` where kept, else ``position``)."""
+        return self.position if self.contiguous is None else self.contiguous
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,7 @@ def position_of(identity: str, facts: Mapping[str, Any] | None = None) -> Waterm
         position = _int(offset)
         if position is None or _int(partition) is None or source.count(":") < 2:
             return None
-        return Watermark(source, partition, position, identity)
+        return Watermark(source, partition, position, identity, first=position)
     if identity.startswith("sqs:") and ":no-message-id:" not in identity:
         source, _sep, _message_id = identity.rpartition(":")
         attributes = (facts or {}).get("attributes")
@@ -98,11 +109,14 @@ def position_of(identity: str, facts: Mapping[str, Any] | None = None) -> Waterm
 def newest(marks: list[Watermark]) -> list[Watermark]:
     """The newest watermark of each source partition among ``marks`` (a batch's, before they are written)."""
     best: dict[tuple[str, str], Watermark] = {}
+    lowest: dict[tuple[str, str], int] = {}
     for mark in marks:
         key = (mark.source, mark.partition)
+        first = mark.first if mark.first is not None else mark.position
+        lowest[key] = min(lowest.get(key, first), first)
         if key not in best or mark.position > best[key].position:
             best[key] = mark
-    return [best[k] for k in sorted(best)]
+    return [replace(best[k], first=lowest[k]) for k in sorted(best)]
 
 
 def kafka_gaps(
@@ -114,7 +128,8 @@ def kafka_gaps(
 ) -> list[Gap]:
     """The offsets a consumer group committed (handed to ingest) beyond what was recorded, per partition.
 
-    ``committed`` is the group's next offset to read per partition; ``recorded`` the highest recorded offset;
+    ``committed`` is the group's next offset to read per partition; ``recorded`` the offset through which every
+    record was recorded (:attr:`Watermark.recorded_through`);
     ``start`` the earliest offset still in the topic (a partition never recorded is read from there). A
     partition whose committed offset is at or below its recorded one + 1 has no gap.
     """

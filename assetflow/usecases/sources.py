@@ -119,6 +119,11 @@ class SourceReconciler:
             for finding in found.findings:
                 try:
                     found.replayed += probe.replay(finding)
+                    if finding.get("kind") == "kafka-gap":
+                        # The whole range went through ingest (offsets the topic lacks too): the gap is closed.
+                        self.watermarks.close_gap(
+                            probe.source, str(finding["partition"]), int(finding["last"])
+                        )
                 except Exception as exc:  # kept for the next reconciliation
                     found.errors.append(f"replay of {finding.get('what')}: {type(exc).__name__}: {exc}")
             logger.info(

@@ -110,16 +110,22 @@ def test_a_kafka_gap_past_the_recorded_offsets_is_found_replayed_once_and_then_c
     asset = Asset(READINGS, watchers=[AssetWatcher("readings", KafkaTopic(topic))])
     deps = deps_for(table, tmp_path, dynamodb_local, "readings", asset)
     invoke = Invoker(handle_kafka_records.lambda_handler, deps)
-    # Given 6 records, of which ingest recorded offsets 0-1, and the group committed through offset 4
-    produce(kafka_broker, topic, 6)
-    event = kafka_event(
-        read(kafka_broker, topic, 0, 1),
-        event_source="aws:kafka",
-        event_source_arn=LOCAL_MSK_ARN,
-        bootstrap_servers=kafka_broker.endpoint,
-    )
-    invoke("ingest-readings", event)
-    commit(kafka_broker, group, topic, 5)  # the mapping moved past 2-4 (given up after its retries)
+
+    def ingest(first: int, last: int) -> None:
+        event = kafka_event(
+            read(kafka_broker, topic, first, last),
+            event_source="aws:kafka",
+            event_source_arn=LOCAL_MSK_ARN,
+            bootstrap_servers=kafka_broker.endpoint,
+        )
+        invoke("ingest-readings", event)
+
+    # Given 8 records: ingest recorded offsets 0-1 and 4-5 (the batch 2-3 was given up after its retries),
+    # and the group committed through offset 6 (the mapping moved on; 6 itself was never recorded)
+    produce(kafka_broker, topic, 8)
+    ingest(0, 1)
+    ingest(4, 5)
+    commit(kafka_broker, group, topic, 7)
     probe = KafkaProbe(
         watcher="readings",
         topic=topic,
@@ -130,25 +136,26 @@ def test_a_kafka_gap_past_the_recorded_offsets_is_found_replayed_once_and_then_c
         event_source_arn=LOCAL_MSK_ARN,
     )
     (mark,) = deps.store.watermarks(probe.source)
-    assert (mark.partition, mark.position) == ("0", 1)
+    assert (mark.partition, mark.position, mark.contiguous) == ("0", 5, 1)
     reconciler = SourceReconciler(watermarks=deps.store, probes=[probe])
 
-    # When reconciled dry: the gap is found, nothing replayed
+    # When reconciled dry: the gap from the contiguous mark to the committed offset is found, nothing replayed
     dry = reconciler.reconcile(dry_run=True)
     (finding,) = dry.sources[0].findings
-    assert (finding["kind"], finding["first"], finding["last"], finding["count"]) == ("kafka-gap", 2, 4, 3)
-    assert dry.replayed == 0 and deps.store.list_events(READINGS).items.__len__() == 2
+    assert (finding["kind"], finding["first"], finding["last"], finding["count"]) == ("kafka-gap", 2, 6, 5)
+    assert dry.replayed == 0 and len(deps.store.list_events(READINGS).items) == 4
 
-    # When reconciled: offsets 2-4 go through ingest, the watermark follows, and the gap is closed
+    # When reconciled: offsets 2-6 go through ingest (4-5 are recognised), and the gap is closed
     done = reconciler.reconcile()
-    assert (done.found, done.replayed, done.errors) == (3, 3, [])
+    assert (done.found, done.replayed, done.errors) == (5, 5, [])
     offsets = sorted(e["extra"]["message"]["offset"] for e in deps.store.list_events(READINGS).items)
-    assert offsets == [0, 1, 2, 3, 4]  # offset 5 was never committed: the mapping still owns it
-    assert deps.store.watermarks(probe.source)[0].position == 4
+    assert offsets == [0, 1, 2, 3, 4, 5, 6]  # offset 7 was never committed: the mapping still owns it
+    (mark,) = deps.store.watermarks(probe.source)
+    assert (mark.position, mark.contiguous) == (6, 6)
     assert reconciler.reconcile().found == 0
     # A replay of what was recorded meanwhile records nothing twice
-    assert probe.replay(finding) == 3
-    assert len(deps.store.list_events(READINGS).items) == 5
+    assert probe.replay(finding) == 5
+    assert len(deps.store.list_events(READINGS).items) == 7
     with pytest.raises(UnknownSourceError, match="readings"):
         reconciler.reconcile(source="nope")
 

@@ -338,16 +338,16 @@ class RunStore(Protocol):
         """
         ...
 
-    def run_id_for_job(self, job_run_id: str) -> str | None:
-        """The run a job run belongs to, if assetflow submitted it."""
-        ...
-
     def record_submission_failure(self, run_id: str, reason: str, *, now: datetime) -> None:
         """Keep the last submission error on the run for operators."""
         ...
 
-    def set_run_state(self, run_id: str, new: RunState, *, job_run_id: str | None = None) -> tuple[Run, bool]:
+    def set_run_state(
+        self, run_id: str, new: RunState, *, job_run_id: str | None = None, now: datetime | None = None
+    ) -> tuple[Run, bool]:
         """Move a run to ``new`` if the state table allows it; returns the run and whether it moved.
+
+        ``now``: a final state records it as the run's ``ended_at``, the first time only.
 
         Raises:
             NotFoundError: no such run.
@@ -568,6 +568,18 @@ class Releases(Protocol):
 
     def released_ids(self, uri: str, event_ids: Sequence[str]) -> set[str]:
         """Which of these events of ``uri`` an operator released."""
+        ...
+
+    def mark_held(self, event: AssetEvent) -> None:
+        """Keep an event held by a failed blocking check findable by its id.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def held_event(self, event_id: str) -> AssetEvent | None:
+        """The held event with this id (as :meth:`mark_held` kept it), or None."""
         ...
 
 

@@ -3,7 +3,7 @@
 The table's partitions say what they hold (see the store's modules): ``ASSET#<uri>`` (an asset's events, its
 summary, its alias resolutions), ``ALIAS#<name>``, ``DEDUPE#<identity>`` (by source: ``sqs:``, ``kafka:``,
 ``api#``, ``outlet#``, ``quarantine#``), ``QUARANTINE``, ``PIPELINE#<id>`` (queue heads, the active-run count),
-``QUEUE#<pipeline>#<key>`` (entries, seen markers), ``RUN#<id>`` and ``JOBRUN#<id>``. Each function gets the
+``QUEUE#<pipeline>#<key>`` (entries, seen markers) and ``RUN#<id>``. Each function gets the
 actions it uses on the partitions it uses, and nothing on the others: an ingest function writes its own
 asset's events and its own source's dedupe records, never a queue or a run, and deletes nothing.
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the profiles are read by tests without the CDK
 READ_ACTIONS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 WRITE_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
 #: Many puts or deletes in one request. IAM cannot tell its puts from its deletes, so it is granted apart, on
-#: the partitions a function may both write and delete in: job-run lookups and queue partitions.
+#: the partitions a function may both write and delete in: queue partitions.
 BATCH_WRITE_ACTIONS = ("dynamodb:BatchWriteItem",)
 DELETE_ACTIONS = ("dynamodb:DeleteItem",)
 INDEX_ACTIONS = ("dynamodb:Query",)
@@ -114,12 +114,10 @@ def _like(value: str, pattern: str) -> bool:
 #: runs: run state, ticks, the sweep).
 EVALUATE = TableAccess(
     reads=("PIPELINE#*", "QUEUE#*", "RUN#*"),
-    writes=("PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*"),
+    writes=("PIPELINE#*", "QUEUE#*", "RUN#*"),
     # A batch=False run consumes its entry (and clearing a queue drops entries): queue entries only.
     deletes=("QUEUE#*",),
     indexes=("gsi3",),
-    # The job-run lookups of a batch's submitted runs, 25 a request.
-    batch_writes=("JOBRUN#*",),
 )
 #: Routing an event through its aliases, and announcing a new catalog once (its digest's marker, declared assets
 #: and aliases): the evaluator.
@@ -127,10 +125,11 @@ ROUTE = TableAccess(
     reads=("ASSET#*", "CATALOG#*"),
     writes=("ASSET#*", "CATALOG#*", "ALIASMETA#*"),
 )
-#: Recording job states and emitting a successful run's outlets (run state, the sweep).
+#: Recording job states and emitting a successful run's outlets (run state, the sweep); an outlet event held
+#: by a failed blocking check gets a marker that finds it by id (``HELD#<event id>``).
 RUN_STATES = EVALUATE | TableAccess(
-    reads=("ASSET#*", "JOBRUN#*", "DEDUPE#outlet#*"),
-    writes=("ASSET#*", "ALIAS#*", "DEDUPE#outlet#*"),
+    reads=("ASSET#*", "DEDUPE#outlet#*"),
+    writes=("ASSET#*", "ALIAS#*", "DEDUPE#outlet#*", "HELD#*"),
 )
 EVALUATOR = EVALUATE | ROUTE
 RUN_STATE = RUN_STATES
@@ -143,12 +142,12 @@ RECONCILE = RUN_STATES
 #: runs, and releasing a held event. Deletes: queue entries only.
 API = TableAccess(
     reads=(
-        *("ASSET#*", "ALIAS#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*", "QUARANTINE", "DEDUPE#api#*"),
+        *("ASSET#*", "ALIAS#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "QUARANTINE", "DEDUPE#api#*"),
         # Health and explain read expected assets' events (every shard) and releases; a release finds its
-        # held outlet event by the event's dedupe record, and records itself once.
-        *("EVENTS#*", "EXPECT#*", "DEDUPE#outlet#*"),
+        # held outlet event by its marker (HELD#<event id>), and records itself once.
+        *("EVENTS#*", "EXPECT#*", "HELD#*"),
     ),
-    writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "JOBRUN#*", "DEDUPE#api#*", "EXPECT#*"),
+    writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "DEDUPE#api#*", "EXPECT#*"),
     deletes=("QUEUE#*",),
     indexes=("gsi1", "gsi2", "gsi3"),
     # Requeueing a cancelled run's events drops the queue's seen markers, 25 a request.

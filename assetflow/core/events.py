@@ -191,9 +191,15 @@ class Run:
     triggered_by: str | None = None
     conf: Mapping[str, Any] | None = None
     replay_of: str | None = None
+    #: When the run reached its final state (as first recorded: a repeated state change keeps it).
+    ended_at: datetime | None = None
 
     def __post_init__(self) -> None:
-        for name, moment in (("created_at", self.created_at), ("scheduled_time", self.scheduled_time)):
+        for name, moment in (
+            ("created_at", self.created_at),
+            ("scheduled_time", self.scheduled_time),
+            ("ended_at", self.ended_at),
+        ):
             if moment is not None and (moment.tzinfo is None or moment.utcoffset() is None):
                 raise ValueError(f"a run's {name} must be timezone-aware")
         if self.triggered_by is None:
@@ -217,7 +223,10 @@ class Run:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf`` (and a replay's ``replay_of``)."""
+        """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf``, ``ended_at`` (and ``replay_of``).
+
+        ``ended_at`` is when the run reached its final state (None while it is queued or running).
+        """
         doc: dict[str, Any] = {
             "run_id": self.run_id,
             "pipeline": self.pipeline,
@@ -232,6 +241,7 @@ class Run:
             "submission_error": self.submission_error,
             "triggered_by": self.triggered_by,
             "conf": None if self.conf is None else thaw_json(self.conf),
+            "ended_at": format_timestamp(self.ended_at) if self.ended_at else None,
         }
         if self.replay_of is not None:
             doc["replay_of"] = self.replay_of
@@ -247,6 +257,7 @@ class Run:
         """
         try:
             scheduled = doc.get("scheduled_time")
+            ended = doc.get("ended_at")
             return cls(
                 run_id=doc["run_id"],
                 pipeline=doc["pipeline"],
@@ -263,6 +274,7 @@ class Run:
                 triggered_by=doc.get("triggered_by"),
                 conf=doc.get("conf"),
                 replay_of=doc.get("replay_of"),
+                ended_at=parse_timestamp(ended) if ended else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DocumentError(f"invalid run document: {exc}") from exc

@@ -323,7 +323,6 @@ def post_release(params: Params, event_id: str) -> dict[str, Any]:
 
     deps = _deps()
     return release_event(
-        store=deps.store,
         releases=deps.store,
         route=deps.evaluator.handle_batch,
         event_id=event_id,

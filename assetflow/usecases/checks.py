@@ -21,19 +21,9 @@ from assetflow.core.entries import failed_blocking, held_by_check, released
 from assetflow.core.errors import NotFoundError
 from assetflow.core.events import AssetEvent
 from assetflow.ports import EventStore, Releases
-from assetflow.usecases.requests import RequestError, ViewError
+from assetflow.usecases.requests import RequestError
 
 logger = logging.getLogger(__name__)
-
-#: Held events are a run's outlet events: found by their dedupe record, ``outlet#<event id>``.
-OUTLET_DEDUPE_PREFIX = "outlet#"
-
-
-class NotHeldError(ViewError):
-    """The event is not held by a failed blocking check: there is nothing to release."""
-
-    status = 409
-    code = "invalid_state"
 
 
 @dataclass
@@ -56,24 +46,25 @@ class Release:
         }
 
 
-def find_held(store: EventStore, event_id: object) -> AssetEvent:
-    """The event with this id among runs' outlet events (the only ones that carry checks).
+def find_held(releases: Releases, event_id: object) -> AssetEvent:
+    """The event with this id that a failed blocking check holds (run state keeps each one findable by id).
 
     Raises:
         RequestError: the id is not a short string.
-        NotFoundError: no outlet event has this id.
+        NotFoundError: no held event has this id.
     """
     if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
         raise RequestError("an event id is a string of 1 to 128 characters")
-    event = store.find_dedupe(OUTLET_DEDUPE_PREFIX + event_id)
+    event = releases.held_event(event_id)
     if event is None or event.id != event_id:
-        raise NotFoundError(f"no event {event_id!r} of a run's outlets (only those carry checks)")
+        raise NotFoundError(
+            f"no event {event_id!r} held by a failed blocking check (only runs' outlet events carry checks)"
+        )
     return event
 
 
 def release_event(
     *,
-    store: EventStore,
     releases: Releases,
     route: Callable[[Sequence[AssetEvent]], Any],
     event_id: object,
@@ -84,13 +75,10 @@ def release_event(
 
     Raises:
         RequestError: a malformed id.
-        NotFoundError: no such outlet event.
-        NotHeldError: the event passed its blocking checks (or has none): nothing holds it.
+        NotFoundError: no event with this id is held by a failed blocking check.
         StoreUnavailableError, ConflictError: retry (the release is recorded once, the event queued once).
     """
-    event = find_held(store, event_id)
-    if not held_by_check(event):
-        raise NotHeldError(f"event {event.id} is not held: it has no failed blocking check")
+    event = find_held(releases, event_id)
     first = releases.mark_released(event.asset, event.id, by=principal, now=now)
     copy = released(event, by=principal, at=now)
     evaluation = route([copy])
@@ -129,8 +117,6 @@ def newest_check_failed(store: EventStore, releases: Releases, uri: str) -> bool
 
 
 __all__ = [
-    "OUTLET_DEDUPE_PREFIX",
-    "NotHeldError",
     "Release",
     "find_held",
     "newest_check_failed",

@@ -10,7 +10,7 @@ from typing import Any
 
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset, AssetAlias
-from assetflow.core.entries import Check, parse_checks
+from assetflow.core.entries import Check, held_by_check, parse_checks
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
@@ -212,7 +212,9 @@ class RunStates:
                 return result
             run_id = found
             try:
-                run, result.moved = self.store.set_run_state(run_id, new, job_run_id=job_run_id)
+                run, result.moved = self.store.set_run_state(
+                    run_id, new, job_run_id=job_run_id, now=self.clock()
+                )
             except NotFoundError:
                 result.ignored = "run not found"
                 logger.warning(
@@ -238,7 +240,7 @@ class RunStates:
         if not name.startswith("run-"):
             return None
         try:
-            run, moved = self.store.set_run_state(name, new, job_run_id=job_run_id)
+            run, moved = self.store.set_run_state(name, new, job_run_id=job_run_id, now=self.clock())
         except NotFoundError:
             return None
         if run.job_run_id not in (None, job_run_id):
@@ -257,12 +259,12 @@ class RunStates:
     # ---- internals -----------------------------------------------------------------------------------
 
     def _run_id(self, job_run_id: str, new: RunState, context: Mapping[str, Any]) -> str | None:
-        run_id = self.store.run_id_for_job(job_run_id)
-        if run_id is not None or self._job_lookup is None:
-            return run_id
-        # A job the store does not know yet: the submitter may have died between StartJobRun and recording the
-        # job run id (a final state would then never end the run), or it is still about to record it (an early
-        # RUNNING would be lost). The job's tags name its run; recording it here is harmless when repeated.
+        if self._job_lookup is None:
+            return None
+        # A state change that does not name the job's run (or names a run with another job): the job's tags
+        # name its run. The submitter may have died between StartJobRun and recording the job run id (a final
+        # state would then never end the run), or it is still about to record it (an early RUNNING would be
+        # lost): recording it here is harmless when repeated.
         run_id = self._job_lookup(job_run_id)
         if run_id is None:
             return None
@@ -273,10 +275,7 @@ class RunStates:
             return None
         except NotFoundError:
             return None
-        # Routine for an early state (the submitter records the id a moment later); a sign of a crashed
-        # submitter for a final one.
-        level = logging.INFO if new.active else logging.WARNING
-        logger.log(level, "job run id recovered from the job's tags", extra={**context, "run_id": run_id})
+        logger.info("job's run found by the job's tags", extra={**context, "run_id": run_id})
         return run_id
 
     def _emit_outlets(self, run: Run, result: StateChange) -> None:
@@ -301,6 +300,10 @@ class RunStates:
         for reason in result.refused:
             logger.error("outlet metadata refused", extra={**context, "reason": reason})
         now = self.clock()
+        # The events' moment: when the run ended, as first recorded, so that every delivery of its SUCCESS makes
+        # the same events (their own items are their dedupe). A run that ended before runs recorded it
+        # (``ended_at`` is None) keeps a dedupe record per event instead.
+        ended = run.ended_at
         for position, planned in enumerate(plan.events):
             source: dict[str, Any] = {"type": "run", "pipeline": run.pipeline, "run_id": run.run_id}
             if planned.checks:
@@ -326,20 +329,26 @@ class RunStates:
                 asset=planned.asset,
                 id=event_id,
                 # A microsecond apart, so (timestamp, id) order is the job's order.
-                timestamp=now + timedelta(microseconds=position),
+                timestamp=(ended or now) + timedelta(microseconds=position),
                 extra=extra,
                 source=source,
                 partition_key=run.partition_key,
             )
-            dedupe_key = f"outlet#{event.id}"
+            dedupe_key = None if ended is not None else f"outlet#{event.id}"
             if (
                 detached is not None
                 and self.extras is not None
-                and self.store.find_dedupe(dedupe_key) is None
+                and (dedupe_key is None or self.store.find_dedupe(dedupe_key) is None)
             ):
-                # Written before the event that references it, as ingest does: no event points at nothing.
+                # Written before the event that references it, as ingest does: no event points at nothing (a
+                # repeated delivery writes the same object again).
                 self.extras.write(detached)
             stored, new = self.store.put_event(event, dedupe_key=dedupe_key, now=now)
+            mark_held = getattr(self.store, "mark_held", None)
+            if held_by_check(stored) and mark_held is not None:
+                mark_held(
+                    stored
+                )  # `assetflow events release EVENT_ID` finds it by its id (every delivery: a put)
             if new:
                 result.emitted.append(stored)
         logger.info(

@@ -157,7 +157,9 @@ class Reconciler:
             return
         what = "started" if target is RunState.RUNNING else "finished"
         if not report.dry_run:
-            change = self.run_states.handle_state_change(job_run_id, status.state, "")
+            change = self.run_states.handle_state_change(
+                job_run_id, status.state, "", job_run_name=run.run_id
+            )
             if not change.moved:
                 return  # its state change came meanwhile
             logger.warning(

@@ -612,9 +612,9 @@ def test_every_table_grant_names_its_partitions_and_only_queue_entries_are_ever_
             if "dynamodb:DeleteItem" in actions:
                 assert actions == {"dynamodb:DeleteItem"} and keys == ["QUEUE#*"], (role.node.path, statement)
             if "dynamodb:BatchWriteItem" in actions:
-                # (it may delete too): only job-run lookups and queue partitions
+                # (it may delete too): only queue partitions
                 assert actions == {"dynamodb:BatchWriteItem"}, (role.node.path, statement)
-                assert set(keys) <= {"JOBRUN#*", "QUEUE#*"}, (role.node.path, statement)
+                assert set(keys) <= {"QUEUE#*"}, (role.node.path, statement)
         TALLY["table grants"] += len(statements)
 
 

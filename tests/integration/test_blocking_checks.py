@@ -105,7 +105,12 @@ class World:
         self.store.put_event(raw, dedupe_key=f"t:{raw.id}")
         (run,) = self.evaluator.handle_batch([raw]).runs
         self.outputs.write(run.run_id, passed)
-        change = self.run_states.handle_state_change(f"job-{run.run_id}", "SUCCESS", "app")
+        change = self.run_states.handle_state_change(
+            f"job-{run.run_id}",
+            "SUCCESS",
+            "app",
+            job_run_name=run.run_id,  # EMR names the job after the run
+        )
         (event,) = change.emitted
         evaluation = self.evaluator.handle_batch([event])
         self.skips = evaluation.skipped
@@ -191,7 +196,9 @@ def test_a_later_event_that_passes_counts_and_the_held_one_never_does(world: Wor
 def test_releasing_an_event_that_nothing_holds_or_that_does_not_exist_is_refused(world: World) -> None:
     good = world.produce(passed=True)
     status, body = world.release(good.id)
-    assert (status, body["error"]) == (409, "invalid_state") and "not held" in body["detail"]
+    assert (status, body["error"]) == (404, "not_found") and "held by a failed blocking check" in body[
+        "detail"
+    ]
     status, body = world.release("evt-nope")
     assert (status, body["error"]) == (404, "not_found")
     assert len(world.report_runs()) == 1  # nothing changed

@@ -110,7 +110,7 @@ class World:
     def end(self, run: Run, state: str = "SUCCESS") -> None:
         job = self.store.get_run(run.run_id).job_run_id
         assert job is not None, "the run was never submitted"
-        self.states.handle_state_change(job, state, "app")
+        self.states.handle_state_change(job, state, "app", job_run_name=run.run_id)  # EMR names the job
 
     def runs(self, pipeline: str) -> list[Run]:
         return [self.store.get_run(r["run_id"]) for r in self.store.list_runs(pipeline, limit=100).items]

@@ -184,7 +184,7 @@ def test_a_new_run_writes_its_context_and_starts_its_job(world: World) -> None:
 
     (run,) = world.runs(ETL.id)
     job_run_id = run["job_run_id"]
-    assert job_run_id and world.store.run_id_for_job(job_run_id) == run["run_id"]
+    assert job_run_id and world.store.get_run(run["run_id"]).job_run_id == job_run_id
     job = world.job(job_run_id)
     context_uri = f"s3://{world.bucket}/runs/{ETL.id}/{run['run_id']}/context.json"
     driver = job["jobDriver"]["sparkSubmit"]
@@ -331,8 +331,19 @@ def test_a_duplicate_success_and_a_late_running_change_nothing(world: World) -> 
     assert not duplicate.moved and duplicate.emitted == []
     assert not late.moved and late.emitted == [] and late.released is None
     assert world.store.events_produced_by(run["run_id"]) == before and len(before) == 2
-    assert world.store.get_run(run["run_id"]).state is RunState.SUCCESS
+    ended = world.store.get_run(run["run_id"])
+    assert ended.state is RunState.SUCCESS
     assert world.store.active_runs(ETL.id) == 0
+    # The outlet events are keyed on the run's recorded end (kept by the repeats, though the clock moved on),
+    # so they need no dedupe records of their own
+    assert ended.ended_at is not None and ended.ended_at < world.clock.now
+    assert {e["timestamp"][:23] for e in before} == {ended.to_json()["ended_at"][:23]}
+    dedupe = world.store._db.scan(
+        TableName=world.store.table,
+        FilterExpression="begins_with(pk, :d)",
+        ExpressionAttributeValues={":d": {"S": "DEDUPE#outlet#"}},
+    )
+    assert dedupe["Items"] == []
 
 
 def test_a_final_state_of_a_job_whose_id_was_never_recorded_is_recovered_from_its_tags(world: World) -> None:

@@ -114,6 +114,37 @@ def test_redelivered_stream_record_is_not_queued_again(store: DynamoDbStore) -> 
     assert store.list_queue("both") == []
 
 
+def queue_items(store: DynamoDbStore, pipeline: str) -> list[str]:
+    """The sort keys under a pipeline's (unkeyed) queue partition: its entries and seen markers."""
+    answer = store._db.query(
+        TableName=store.table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": f"QUEUE#{pipeline}#"}},
+    )
+    return sorted(item["sk"]["S"] for item in answer["Items"])
+
+
+def test_an_event_consumed_at_once_writes_no_queue_entry_and_its_run_still_has_it(
+    store: DynamoDbStore,
+) -> None:
+    # Given a batch pipeline on a, and an a & b one that must wait for b
+    evaluator = evaluator_for(
+        store, Pipeline("on_a", schedule=A, job=JOB), Pipeline("both", schedule=A & B, job=JOB)
+    )
+    # When an event of a arrives, and is delivered again
+    first = emit(store, A, 1)
+    (run,) = evaluator.handle_event(first).runs
+    assert evaluator.handle_event(first).runs == []
+    # Then on_a's run took it without a queue entry (only the seen marker), and reads it back by reference
+    assert queue_items(store, "on_a") == ["SEEN#e00001"]
+    assert [e.id for e in store.get_run(run.run_id).triggering_events] == ["e00001"]
+    # and the waiting pipeline queued it as an entry, which the run that b completes then takes
+    assert [row["event"]["id"] for row in store.list_queue("both")] == ["e00001"]
+    (both,) = evaluator.handle_event(emit(store, B, 2)).runs
+    assert [e.id for e in store.get_run(both.run_id).triggering_events] == ["e00001", "e00002"]
+    assert any(sk.startswith("G#") for sk in queue_items(store, "both"))
+
+
 def test_max_active_runs_holds_the_queue_until_a_run_ends(store: DynamoDbStore) -> None:
     evaluator = evaluator_for(store, Pipeline("held", schedule=A, job=JOB, max_active_runs=1))
     (first,) = evaluator.handle_event(emit(store, A, 1)).runs

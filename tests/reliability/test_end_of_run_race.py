@@ -103,7 +103,8 @@ class World:
         ]
 
     def end(self, run_id: str) -> None:
-        self.states.handle_state_change(f"job-{run_id}", "SUCCESS", "app")
+        # EMR names the job in its state change: assetflow names a job after its run
+        self.states.handle_state_change(f"job-{run_id}", "SUCCESS", "app", job_run_name=run_id)
 
     def stranded(self) -> list[str]:
         """Queued events of a pipeline with a free slot and a satisfied condition: nothing will run them."""

@@ -315,8 +315,9 @@ def test_outlets_at_their_limits_are_emitted_and_a_600_kb_extra_goes_by_referenc
         ctx.outlet_events[assetflow_job.AliasRef(ALIAS_LONGEST)].add(URI_LONGEST, extra={"via": "alias"})
 
     # When the job's SUCCESS arrives (twice: EventBridge delivers at least once)
-    change = world.deps.run_states.handle_state_change(run["job_run_id"], "SUCCESS", "app")
-    again = world.deps.run_states.handle_state_change(run["job_run_id"], "SUCCESS", "app")
+    name = {"job_run_name": run["run_id"]}  # EMR names the job in its state changes
+    change = world.deps.run_states.handle_state_change(run["job_run_id"], "SUCCESS", "app", **name)
+    again = world.deps.run_states.handle_state_change(run["job_run_id"], "SUCCESS", "app", **name)
 
     # Then the large extra is kept whole by reference, the one over the ceiling is refused with its reason,
     # and every outlet is emitted once

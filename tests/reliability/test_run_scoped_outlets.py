@@ -124,8 +124,12 @@ def test_a_job_cannot_write_another_runs_outlet_metadata(world: World) -> None:
         ctx.outlet_events[CLEAN.uri].extra = {"rows": 8}
 
     # Then each run's outlet event carries its own job's metadata, and nothing forged reached the victim's
-    victim_change = world.states.handle_state_change(victim["job_run_id"], "SUCCESS", world.application)
-    attacker_change = world.states.handle_state_change(attacker["job_run_id"], "SUCCESS", world.application)
+    victim_change = world.states.handle_state_change(
+        victim["job_run_id"], "SUCCESS", world.application, job_run_name=victim["run_id"]
+    )
+    attacker_change = world.states.handle_state_change(
+        attacker["job_run_id"], "SUCCESS", world.application, job_run_name=attacker["run_id"]
+    )
     assert [dict(e.extra) for e in victim_change.emitted] == [{"rows": 8}]
     assert [dict(e.extra) for e in attacker_change.emitted] == [{"forged": True, "by": attacker["run_id"]}]
 

@@ -356,7 +356,8 @@ def make_run(**kwargs: Any) -> Run:
 
 def test_run_document_shape() -> None:
     doc = make_run().to_json()
-    assert set(doc) == RUN_KEYS | {"scheduled_time", "submission_error", "triggered_by", "conf"}
+    assert set(doc) == RUN_KEYS | {"scheduled_time", "submission_error", "triggered_by", "conf", "ended_at"}
+    assert doc["ended_at"] is None  # still running
     assert doc["triggered_by"] == "assets"
     assert doc["conf"] is None
     assert doc["state"] == "running"
@@ -375,6 +376,7 @@ def test_run_document_shape() -> None:
         make_run(triggering_asset_events={}, triggered_by="manual", conf={"full": True, "days": [1, 2]}),
         make_run(triggered_by="replay", replay_of="run-1", conf={"a": {"b": None}}),
         make_run(triggered_by="backfill"),
+        make_run(state=RunState.SUCCESS, ended_at=datetime(2026, 11, 21, 10, 20, tzinfo=UTC)),
     ],
 )
 def test_run_round_trip(run: Run) -> None:

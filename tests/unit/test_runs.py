@@ -96,20 +96,20 @@ class FakeStore:
     resolutions: set[tuple[str, str]] = field(default_factory=set)
     calls: list[tuple[str, str]] = field(default_factory=list)
 
-    def run_id_for_job(self, job_run_id: str) -> str | None:
-        return self.jobs.get(job_run_id)
-
     def mark_submitted(self, run_id: str, job_run_id: str) -> None:
         self.runs[run_id] = replace(self.runs[run_id], job_run_id=job_run_id)
         self.jobs[job_run_id] = run_id
 
-    def set_run_state(self, run_id: str, new: RunState, *, job_run_id: str | None = None) -> tuple[Run, bool]:
+    def set_run_state(
+        self, run_id: str, new: RunState, *, job_run_id: str | None = None, now: datetime | None = None
+    ) -> tuple[Run, bool]:
         if run_id not in self.runs:
             raise NotFoundError(run_id)
         run = self.runs[run_id]
         if not can_transition(run.state, new) or (job_run_id and run.job_run_id not in (None, job_run_id)):
             return run, False
-        self.runs[run_id] = replace(run, state=new)
+        ended = run.ended_at or (now if not new.active else None)
+        self.runs[run_id] = replace(run, state=new, ended_at=ended)
         return self.runs[run_id], True
 
     def add_alias_resolution(self, alias: str, uri: str, *, now: datetime) -> bool:
@@ -128,7 +128,8 @@ class FakeStore:
         lasting: bool = False,
     ):
         self.calls.append(("event", event.asset))
-        assert dedupe_key is not None
+        # Without a dedupe key, the event's own item (asset, timestamp, id) is its dedupe, as in the table.
+        dedupe_key = dedupe_key or f"item:{event.asset}:{event.timestamp.isoformat()}:{event.id}"
         if dedupe_key in self.dedupe:
             return self.dedupe[dedupe_key], False
         self.dedupe[dedupe_key] = event
@@ -187,7 +188,8 @@ def service(run: Run, *, objects: dict[str, Any] | None = None, job_lookup: Any 
         outputs=S3RunOutputs(FakeS3(objects), BUCKET),
         evaluator=evaluator,  # type: ignore[arg-type]
         clock=lambda: T0 + timedelta(hours=1),
-        job_lookup=job_lookup,
+        # The jobs' tags (EMR's answer to GetJobRun) name their runs; here, the runs' recorded job run ids.
+        job_lookup=job_lookup or store.jobs.get,
     )
     return states, store, evaluator
 

@@ -5,6 +5,7 @@ Each is recorded once (a conditional put): a missed deadline is announced once, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from assetflow.adapters.dynamodb.keys import partition_key, sort_key
 from assetflow.adapters.dynamodb.table import DynamoDbTable, epoch_seconds, num_attr, plain_item, str_attr
 from assetflow.core.errors import ConflictError
-from assetflow.core.events import format_timestamp
+from assetflow.core.events import AssetEvent, format_timestamp
 
 #: How long a missed deadline's record is kept (operators read the newest; the rest expire).
 LATE_MARK_TTL = timedelta(days=90)
@@ -67,6 +68,27 @@ class DynamoDbExpectationStore(DynamoDbTable):
                 {"deadline": item["deadline"], "partition_key": item.get("partition_key"), "at": item["at"]}
             )
         return marks
+
+    def mark_held(self, event: AssetEvent) -> None:
+        """Keep a held outlet event findable by its id alone (``HELD#<event id>``, the event itself inside).
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        self._call(
+            "put_item",
+            TableName=self.table,
+            Item={
+                "pk": str_attr(partition_key("HELD#", event.id)),
+                "sk": str_attr("#HELD"),
+                "event": str_attr(json.dumps(event.to_json(), sort_keys=True, separators=(",", ":"))),
+            },
+        )
+
+    def held_event(self, event_id: str) -> AssetEvent | None:
+        """The held outlet event with this id, or None."""
+        item = self._get(partition_key("HELD#", event_id), "#HELD")
+        return None if item is None else AssetEvent.from_json(json.loads(str(item["event"])))
 
     def mark_released(self, uri: str, event_id: str, *, by: str, now: datetime) -> bool:
         """Record that ``event_id`` of ``uri`` was released (kept for good: the event is); True the first time.

@@ -29,12 +29,30 @@ from assetflow.adapters.dynamodb.table import (
     queue_pk,
     str_attr,
 )
+from assetflow.core.entries import entry_kind
 from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import MAX_APPEND, QueueHead, QueueSummary, StoredQueue
 from assetflow.core.scheduler import QueueEntry, QueueState, Transition
 from assetflow.ports import QueueSnapshot, TransitionTooLargeError
+
+
+def _consumed_at_once(t: Transition) -> bool:
+    """Whether a transition's runs take exactly the real events it adds, from an empty queue, leaving none.
+
+    Its runs can then reference their events' items, as a ``batch=False`` run does, and no queue entry is
+    written (two write units per event saved, in a burst nearly every event's case). Synthetic entries
+    (failures, late arrivals) have no item of their own: a transition with one keeps the generation trigger.
+    """
+    return (
+        bool(t.runs)
+        and not t.before.entries
+        and not t.after.entries
+        and not t.discarded
+        and all(entry_kind(e.event) == "event" for e in t.consumed)
+        and {e.event.id for e in t.consumed} == {e.event.id for e in t.added if e.counted}
+    )
 
 
 def _head_condition(version: int) -> str:
@@ -184,10 +202,13 @@ class DynamoDbQueueStore(DynamoDbTable):
             generation_of.update((e.id, stored.generation + n) for e in run.triggering_events)
         generation = stored.after(pipeline, t).generation
         counted = pipeline.max_active_runs is not None
+        by_reference = _consumed_at_once(t)
         writes = [self._head_write(pipeline.id, t, generation)]
-        writes += self._entry_changes(pipeline, partition, stored.generation, t, generation, generation_of)
+        writes += self._entry_changes(
+            pipeline, partition, stored.generation, t, generation, generation_of, by_reference=by_reference
+        )
         for run in t.runs:
-            if pipeline.batch and run.scheduled_time is None:
+            if pipeline.batch and run.scheduled_time is None and not by_reference:
                 trigger = {
                     "queue": partition,
                     "prefix": generation_prefix(stored.generation + event_runs.index(run)),
@@ -243,18 +264,22 @@ class DynamoDbQueueStore(DynamoDbTable):
         t: Transition,
         next_generation: int | None = None,
         generation_of: dict[str, int] | None = None,
+        *,
+        by_reference: bool = False,
     ) -> list[dict[str, Any]]:
         """New entries (with their seen markers) and, for ``batch=False``, the consumed entries' deletes.
 
         A batch pipeline's new entry goes to the generation of the run that consumes it (``generation_of``),
-        else to ``next_generation``.
+        else to ``next_generation``. ``by_reference``: the transition's runs reference their events' own items
+        (``_consumed_at_once``), so its new entries need only their seen markers.
         """
         writes: list[dict[str, Any]] = []
         consumed_ids = {e.event.id for e in t.consumed}
         where = generation_of or {}
         for entry in t.added:
-            # A batch=False event consumed at once never needs a queue entry, only its seen marker.
-            queued = pipeline.batch or entry.event.id not in consumed_ids
+            # An event consumed at once never needs a queue entry, only its seen marker (a batch run then
+            # references its events' items instead of its generation).
+            queued = not by_reference and (pipeline.batch or entry.event.id not in consumed_ids)
             at = where.get(entry.event.id, generation if next_generation is None else next_generation)
             writes += self._entry_writes(
                 partition, at if pipeline.batch else generation, entry, queued=queued

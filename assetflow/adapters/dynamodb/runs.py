@@ -77,7 +77,11 @@ def _run_key(run_id: str) -> dict[str, Any]:
 
 
 class DynamoDbRunStore(DynamoDbTable):
-    """Runs under ``RUN#<id>`` (listed by gsi1/gsi2, waiting for submission by gsi3); ``JOBRUN#<id>`` leads back."""
+    """Runs under ``RUN#<id>`` (listed by gsi1/gsi2, waiting for submission or active by gsi3).
+
+    A job's state change finds its run by the job's name (assetflow names a job after its run), else by the job's
+    tags: no item leads from a job run id back to its run.
+    """
 
     #: Threads for independent updates (made on first use).
     _pool: ThreadPoolExecutor | None = None
@@ -96,6 +100,8 @@ class DynamoDbRunStore(DynamoDbTable):
                 doc["job_run_id"] = raw["job_run_id"]["S"]
             if "submission_error" in raw:
                 doc["submission_error"] = raw["submission_error"]["S"]
+            if "ended_at" in raw:
+                doc["ended_at"] = raw["ended_at"]["S"]
             doc["triggering_asset_events"] = {}
             docs.append(doc)
             if with_events and "events" in json.loads(raw["trigger"]["S"]):
@@ -220,35 +226,22 @@ class DynamoDbRunStore(DynamoDbTable):
             raise failures[run_id]
 
     def mark_submitted_many(self, submitted: Mapping[str, str]) -> dict[str, AssetflowError]:
-        """Record many runs' job run ids: a conditional update of each run, then the ways back in batches.
+        """Record many runs' job run ids: a conditional update of each run, a few at a time.
 
-        The way back (``JOBRUN#<id>``) is written only for a run whose update succeeded, so it never leads
-        to a run of another job; if it is lost (a crash between the two), a state change finds the run by its
-        job's name or tags and writes it then. Not a transaction: a transaction bills every item twice.
-        Returns the runs whose id could not be recorded, with why (``AlreadySubmittedError``,
-        ``NotFoundError``, or a ``ConflictError`` to retry).
+        Not a transaction: a transaction bills every item twice. Returns the runs whose id could not be
+        recorded, with why (``AlreadySubmittedError``, ``NotFoundError``, or a ``ConflictError`` to retry).
         """
-        failures: dict[str, AssetflowError] = {}
         pairs = sorted(submitted.items())
         if len(pairs) > 1:
             # The updates are independent: a few at a time, as the runs were started.
             answers = list(self._executor().map(lambda pair: self._record_job_run_id(*pair), pairs))
         else:
             answers = [self._record_job_run_id(*pair) for pair in pairs]
-        recorded: list[tuple[str, str]] = []
-        for (run_id, job_run_id), error in zip(pairs, answers, strict=True):
-            if error is None:
-                recorded.append((run_id, job_run_id))
-            else:
-                failures[run_id] = error
-        for start in range(0, len(recorded), 25):
-            self._put_all(
-                [
-                    {"pk": str_attr(f"JOBRUN#{job}"), "sk": str_attr("#JOBRUN"), "run_id": str_attr(run_id)}
-                    for run_id, job in recorded[start : start + 25]
-                ]
-            )
-        return failures
+        return {
+            run_id: error
+            for (run_id, _job_run_id), error in zip(pairs, answers, strict=True)
+            if error is not None
+        }
 
     def _record_job_run_id(self, run_id: str, job_run_id: str) -> AssetflowError | None:
         """One run's job run id, by a conditional update; why it could not be recorded, if it could not."""
@@ -291,11 +284,6 @@ class DynamoDbRunStore(DynamoDbTable):
                 )
             return self._pool
 
-    def run_id_for_job(self, job_run_id: str) -> str | None:
-        """The run an EMR Serverless job run belongs to, if assetflow submitted it."""
-        item = self._get(f"JOBRUN#{job_run_id}", "#JOBRUN")
-        return str(item["run_id"]) if item else None
-
     def record_submission_failure(self, run_id: str, reason: str, *, now: datetime) -> None:
         """Keep the last submission error on the run for operators (the run stays queued and is retried)."""
         self._call(
@@ -312,14 +300,21 @@ class DynamoDbRunStore(DynamoDbTable):
         )
 
     def set_run_state(
-        self, run_id: str, new: RunState, *, job_run_id: str | None = None, attempts: int = 5
+        self,
+        run_id: str,
+        new: RunState,
+        *,
+        job_run_id: str | None = None,
+        now: datetime | None = None,
+        attempts: int = 5,
     ) -> tuple[Run, bool]:
         """Move a run to ``new`` if the state table allows it; a move out of an active state frees a slot.
 
         Returns the run as stored afterwards and whether this call moved it (False for a duplicate or a
         late, out-of-order state event, which change nothing, and for a ``job_run_id`` that is not the
         run's). A run that does not count in its pipeline's active runs moves with one conditional update; a
-        counted one with a transaction that also takes it off the counter, exactly once.
+        counted one with a transaction that also takes it off the counter, exactly once. ``now``: a final
+        state records it as the run's ``ended_at`` (kept by a repeated state change).
 
         Raises:
             NotFoundError: no such run.
@@ -328,7 +323,7 @@ class DynamoDbRunStore(DynamoDbTable):
         allowed = sorted(s.value for s in previous_states(new))
         if not allowed:
             return self.get_run(run_id, with_events=False), False
-        update, values, names = self._state_update(new, job_run_id)
+        update, values, names = self._state_update(new, job_run_id, now)
         values |= {f":p{n}": str_attr(state) for n, state in enumerate(allowed)} | {
             ":uncounted": {"BOOL": False}
         }
@@ -362,7 +357,9 @@ class DynamoDbRunStore(DynamoDbTable):
                 job_run_id and run.job_run_id not in (None, job_run_id)
             ):
                 return run, False  # a late or repeated state, or another job's: nothing moves
-            moved = self._move_counted(run, new, job_run_id, counted=old.get("counted", {}).get("BOOL", True))
+            moved = self._move_counted(
+                run, new, job_run_id, now, counted=old.get("counted", {}).get("BOOL", True)
+            )
             if moved is not None:
                 return moved, True
             found = self._call("get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True)
@@ -370,19 +367,26 @@ class DynamoDbRunStore(DynamoDbTable):
         raise ConflictError(f"run {run_id} kept changing; try again")
 
     @staticmethod
-    def _state_update(new: RunState, job_run_id: str | None) -> tuple[str, dict[str, Any], dict[str, str]]:
+    def _state_update(
+        new: RunState, job_run_id: str | None, now: datetime | None
+    ) -> tuple[str, dict[str, Any], dict[str, str]]:
         values: dict[str, Any] = {":new": str_attr(new.value)}
         update = "SET #s = :new"
         if job_run_id:
             update += ", job_run_id = if_not_exists(job_run_id, :j)"
             values[":j"] = str_attr(job_run_id)
+        if now is not None and not new.active:
+            update += ", ended_at = if_not_exists(ended_at, :end)"
+            values[":end"] = str_attr(format_timestamp(now))
         if not new.active:
             update += " REMOVE gsi3pk, gsi3sk"  # a finished run never waits for submission again
         return update, values, {"#s": "state"}
 
-    def _move_counted(self, run: Run, new: RunState, job_run_id: str | None, *, counted: bool) -> Run | None:
+    def _move_counted(
+        self, run: Run, new: RunState, job_run_id: str | None, now: datetime | None, *, counted: bool
+    ) -> Run | None:
         """Move a run from the state it was read in; None when it changed meanwhile (read it again)."""
-        update, values, names = self._state_update(new, job_run_id)
+        update, values, names = self._state_update(new, job_run_id, now)
         values[":cur"] = str_attr(run.state.value)
         writes: list[dict[str, Any]] = [
             {
@@ -412,4 +416,5 @@ class DynamoDbRunStore(DynamoDbTable):
             self._call("transact_write_items", TransactItems=writes)
         except ConflictError:
             return None  # another state event moved the run meanwhile: read again and decide again
-        return replace(run, state=new, job_run_id=run.job_run_id or job_run_id)
+        ended = run.ended_at or (now if not new.active else None)
+        return replace(run, state=new, job_run_id=run.job_run_id or job_run_id, ended_at=ended)

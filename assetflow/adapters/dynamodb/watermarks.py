@@ -37,13 +37,13 @@ class DynamoDbWatermarkStore(DynamoDbTable):
                 self._update(
                     mark.source,
                     mark.partition,
-                    "SET #p = :p, message = :m, #s = :s, #a = :a",
+                    "SET #p = :p, message = :m, #a = :a",
                     "attribute_not_exists(#p) OR #p < :p",
-                    {"#p": "position", "#s": "source", "#a": "at"},
+                    {"#p": "position", "#a": "at"},
                     {
                         ":p": num_attr(mark.position),
+                        # The message's identity, cut: a source name can be longer than any attribute needs.
                         ":m": str_attr(mark.message[:1024]),
-                        ":s": str_attr(mark.source),
                         ":a": str_attr(format_timestamp(now)),
                     },
                 )
@@ -68,10 +68,10 @@ class DynamoDbWatermarkStore(DynamoDbTable):
             self._update(
                 source,
                 partition,
-                "SET contiguous = :t, #s = :s",
+                "SET contiguous = :t",
                 "attribute_not_exists(contiguous) OR contiguous < :t",
-                {"#s": "source"},
-                {":t": num_attr(through), ":s": str_attr(source)},
+                {},
+                {":t": num_attr(through)},
             )
 
     def _update(

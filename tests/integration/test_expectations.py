@@ -235,3 +235,15 @@ def test_a_malformed_deadline_check_is_refused(dynamodb_client: Any, bad: dict[s
     h = Harness(dynamodb_client, Pipeline("p", schedule=ORDERS, job=JOB), now=at(8))
     with pytest.raises(ValueError, match="deadline check needs"):
         handle_schedule_tick.lambda_handler(bad, Context(), deps=h.deps)
+
+
+def test_a_one_run_per_event_fallback_keeps_the_late_entry_that_triggered_it(dynamodb_client: Any) -> None:
+    # A late entry has no event item to reference: the run keeps it inline, and shows it
+    h = Harness(dynamodb_client, Pipeline("fb", schedule=late(ORDERS), job=JOB, batch=False), now=at(6))
+    h.expectations.schedule_all()
+    (answer,) = h.advance(at(7))
+    (run_id,) = answer["runs"]
+    (late_entry,) = h.store.get_run(run_id).triggering_events
+    assert late_entry.source["type"] == "late" and late_entry.timestamp == at(7)
+    shown = views.show_run(h.store, run_id)["triggering_asset_events"]
+    assert [e["source"]["type"] for e in shown[ORDERS.uri]] == ["late"]

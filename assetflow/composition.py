@@ -27,10 +27,12 @@ if typing.TYPE_CHECKING:
     from assetflow.core.catalog import Catalog
     from assetflow.ports import ListenerBus, WakeUps
     from assetflow.usecases.evaluate import Evaluator
+    from assetflow.usecases.expectations import Expectations
     from assetflow.usecases.ingest import Ingest
     from assetflow.usecases.job_state import RunStates
     from assetflow.usecases.operate import Operations
     from assetflow.usecases.reconcile import Reconciler
+    from assetflow.usecases.sources import SourceReconciler
 
 
 class SettingsError(ValueError):
@@ -69,6 +71,9 @@ class Settings:
     wake_role_arn: str | None = None
     wake_target_arn: str | None = None
     wake_dlq_arn: str | None = None
+    #: The SQS watchers' dead-letter queues the sweep counts (``WATCHER_DEAD_LETTERS``:
+    #: ``{watcher: {"queue_arn", "dlq_url"}}``).
+    watcher_dead_letters: Mapping[str, Mapping[str, str]] | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -102,6 +107,14 @@ class Settings:
                 isinstance(n, int) and n >= 1 for n in event_shards.values()
             ):
                 raise SettingsError("ASSETFLOW_EVENT_SHARDS must map asset URIs to shard counts (1 or more)")
+        dead_letters = None
+        if environ.get("WATCHER_DEAD_LETTERS"):
+            try:
+                dead_letters = json.loads(environ["WATCHER_DEAD_LETTERS"])
+            except ValueError as exc:
+                raise SettingsError("WATCHER_DEAD_LETTERS must be a JSON object") from exc
+            if not isinstance(dead_letters, dict):
+                raise SettingsError("WATCHER_DEAD_LETTERS must be a JSON object")
         return cls(
             table_name=environ["TABLE_NAME"],
             catalog_path=environ["CATALOG_PATH"],
@@ -120,6 +133,7 @@ class Settings:
             wake_role_arn=environ.get("WAKE_ROLE_ARN") or None,
             wake_target_arn=environ.get("WAKE_TARGET_ARN") or None,
             wake_dlq_arn=environ.get("WAKE_DLQ_ARN") or None,
+            watcher_dead_letters=dead_letters,
         )
 
 
@@ -318,6 +332,42 @@ class Dependencies:
             wakeups=self.wakeups,
             extras=self.extras,
         )
+
+    @cached_property
+    def expectations(self) -> Expectations:
+        """Expected arrivals: deadline checks (one-time schedules beside the wake-ups), misses to ``late(a)``."""
+        from assetflow.ports import NoDeadlines
+        from assetflow.usecases.expectations import Expectations
+
+        wakeups = self.wakeups
+        deadlines = wakeups if callable(getattr(wakeups, "check_at", None)) else NoDeadlines()
+        return Expectations(
+            catalog=self.catalog,
+            store=self.store,
+            marks=self.store,
+            deadlines=deadlines,  # type: ignore[arg-type]
+            clock=utc_now,
+            bus=self.bus,
+            route=lambda events: self.evaluator.handle_batch(events),  # built only for fallbacks
+        )
+
+    @cached_property
+    def source_reconciler(self) -> SourceReconciler:
+        """The sources the sweep can probe from here: the SQS watchers' dead-letter queues (their depths)."""
+        from assetflow.adapters.sources import SqsDeadLetterDepth
+        from assetflow.usecases.sources import SourceReconciler
+
+        queues = self.settings.watcher_dead_letters or {}
+        probes = [
+            SqsDeadLetterDepth(
+                watcher=watcher,
+                queue_arn=q["queue_arn"],
+                dead_letter_url=q["dlq_url"],
+                sqs=self.client("sqs"),
+            )
+            for watcher, q in sorted(queues.items())
+        ]
+        return SourceReconciler(watermarks=self.store, probes=probes)
 
     @cached_property
     def operations(self) -> Operations:

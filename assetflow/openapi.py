@@ -236,6 +236,28 @@ SCHEMAS: dict[str, Any] = {
             "wake_at": {"type": "string", "nullable": True},
             "next_tick": {"type": "string", "nullable": True},
             "held_runs": {"type": "integer"},
+            "late": {
+                "type": "array",
+                "description": "assets of the schedule that missed their expected arrival and are still late",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "uri": {"type": "string"},
+                        "deadline": {"type": "string"},
+                        "partition_key": {"type": "string", "nullable": True},
+                    },
+                },
+            },
+        },
+    },
+    "ReleaseResult": {
+        "type": "object",
+        "required": ["event", "released", "queued_for", "runs"],
+        "properties": {
+            "event": {"$ref": "#/components/schemas/AssetEvent"},
+            "released": {"type": "boolean", "description": "false when it was released before"},
+            "queued_for": {"type": "array", "items": {"type": "string"}},
+            "runs": {"type": "array", "items": {"type": "string"}},
         },
     },
     "QueueEntry": {

@@ -17,6 +17,7 @@ from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, QueueSummary, StoredQueue
 from assetflow.core.scheduler import QueueEntry, Transition
+from assetflow.core.watermarks import Watermark
 
 #: The time now (UTC, aware). The core never reads the clock; the use cases ask this port.
 Clock = Callable[[], datetime]
@@ -529,6 +530,118 @@ class NoWakeUps:
         """Drop the wake-up."""
 
 
+class Deadlines(Protocol):
+    """One-shot checks of an asset's expected arrival at its next deadline (EventBridge Scheduler's ``at()``)."""
+
+    def check_at(self, uri: str, when: datetime) -> None:
+        """Check ``uri``'s ``ExpectedArrival`` at ``when`` (once; repeated requests are harmless).
+
+        Raises:
+            StoreUnavailableError: the scheduler is throttling or failing; retry.
+        """
+        ...
+
+
+class NoDeadlines:
+    """Deadline checks dropped (a runtime without schedules)."""
+
+    def check_at(self, uri: str, when: datetime) -> None:
+        """Drop the check."""
+
+
+class LateMarks(Protocol):
+    """The missed deadlines of expected assets: each recorded once, so each is announced once."""
+
+    def mark_late(self, uri: str, deadline: datetime, key: str | None, *, now: datetime) -> bool:
+        """Record that ``uri`` missed ``deadline`` (for ``key``); True the first time.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def late_marks(self, uri: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest recorded misses of ``uri`` (``deadline``, ``partition_key``, ``at``), newest first."""
+        ...
+
+
+class Releases(Protocol):
+    """Operators' releases of events held by a failed blocking check: each recorded once, with who and when."""
+
+    def mark_released(self, uri: str, event_id: str, *, by: str, now: datetime) -> bool:
+        """Record that ``event_id`` of ``uri`` was released; True the first time.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def released_ids(self, uri: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of these events of ``uri`` an operator released."""
+        ...
+
+    def mark_held(self, event: AssetEvent) -> None:
+        """Keep an event held by a failed blocking check findable by its id.
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def held_event(self, event_id: str) -> AssetEvent | None:
+        """The held event with this id (as :meth:`mark_held` kept it), or None."""
+        ...
+
+
+class WatermarkStore(Protocol):
+    """Per source partition, the newest position recorded (ingest advances it; reconciliation reads it)."""
+
+    def advance_watermarks(self, marks: Sequence[Watermark], *, now: datetime) -> None:
+        """Move each source partition's watermark forward to its mark (never back).
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+    def watermarks(self, source: str) -> list[Watermark]:
+        """The watermarks of one source, by partition."""
+        ...
+
+    def close_gap(self, source: str, partition: str, through: int) -> None:
+        """Everything of the partition through ``through`` was handed to ingest again (a replayed gap).
+
+        Raises:
+            StoreUnavailableError: throttled; retry.
+        """
+        ...
+
+
+class SourceProbe(Protocol):
+    """One source kind's side of reconciliation: what it delivered that was not recorded, and its replay.
+
+    A new source kind (S3 prefixes, Kinesis shards) plugs in as one more probe.
+    """
+
+    #: The watcher this probe reconciles, its kind (``kafka``, ``sqs``, ...) and the source name its watermarks
+    #: are kept under (``kafka:<cluster>:<topic>``, ``sqs:<queue ARN>``).
+    watcher: str
+    kind: str
+    source: str
+
+    def findings(self, recorded: Sequence[Watermark]) -> list[dict[str, Any]]:
+        """What the source holds that was not recorded: ``{"kind", "what", "count", ...}`` each, JSON-ready."""
+        ...
+
+    def replay(self, finding: Mapping[str, Any]) -> int:
+        """Hand one finding's messages to the watcher's ingest (idempotent); how many went through.
+
+        Raises:
+            StoreUnavailableError: the source or the ingest function failed; the finding stays for next time.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class JobRunStatus:
     """What the job service says of a job run: its state (EMR Serverless's names) and why, when it ended."""
@@ -646,6 +759,7 @@ class ExtrasStore(Protocol):
 __all__ = [
     "Accepted",
     "Clock",
+    "Deadlines",
     "Detached",
     "EventStore",
     "ExtraTooLargeError",
@@ -654,8 +768,10 @@ __all__ = [
     "JobRunStatus",
     "JobRuns",
     "JobServiceUnavailableError",
+    "LateMarks",
     "Launcher",
     "ListenerBus",
+    "NoDeadlines",
     "NoWakeUps",
     "NullBus",
     "Outcome",
@@ -668,9 +784,12 @@ __all__ = [
     "QueueSnapshot",
     "QueueStore",
     "ReasonCode",
+    "Releases",
     "RunOutputs",
     "RunStore",
+    "SourceProbe",
     "Store",
     "SubmissionError",
     "SubmissionRejectedError",
+    "WatermarkStore",
 ]

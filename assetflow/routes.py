@@ -119,6 +119,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/pipelines/{id}/backfill", "backfillPipeline", "operate", "The runs the schedule would have made from the stored events in [start, end)", body="BackfillRequest", response="BackfillResult", errors=(404,)),  # noqa: E501
     Route("POST", "/runs/{run_id}/cancel", "cancelRun", "operate", "Cancel a queued or running run (EMR CancelJobRun); frees its slot", body="CancelRequest", response="Run", errors=(404, 409)),  # noqa: E501
     Route("POST", "/runs/{run_id}/replay", "replayRun", "operate", "A new run with the same triggering events and conf", response="Run", status=201, errors=(404, 409, 422)),  # noqa: E501
+    Route("POST", "/assets/events/{id}/release", "releaseAssetEvent", "operate", "Let an event held by a failed blocking check count again", response="ReleaseResult", errors=(404,)),  # noqa: E501
     Route("GET", "/openapi.json", "getOpenApi", "read", "This API's OpenAPI 3 document"),
 )  # fmt: skip
 

@@ -437,6 +437,20 @@ def cmd_events_emit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_events_release(args: argparse.Namespace) -> int:
+    """Release an event held by a failed blocking check (through the API, as every operator action)."""
+    result = _api_call(args, "POST", f"/assets/events/{_segment(args.event_id)}/release")
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    event = result["event"]
+    verb = "released" if result["released"] else "was already released;"
+    queued = ", ".join(result["queued_for"]) or "no pipeline"
+    runs = f"; started {len(result['runs'])} run(s)" if result["runs"] else ""
+    print(f"{verb} event {event['id']} of {event['asset']}: queued for {queued}{runs}")
+    return EXIT_OK
+
+
 def cmd_queue_list(args: argparse.Namespace) -> int:
     """A pipeline's queued asset events."""
     from assetflow.usecases import views
@@ -760,6 +774,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"{doc['updated']} of {doc['required']} assets updated; {doc['queued']} event(s) queued; "
         f"{doc['active_runs']} run(s) active; {doc.get('held_runs', 0)} run(s) held for a slot"
     )
+    for late in doc.get("late", []):
+        key = f" (partition {late['partition_key']})" if late.get("partition_key") else ""
+        print(f"late: {late['uri']}{key} missed its expected arrival at {late['deadline']}")
     if doc["condition"] is not None:
         print("condition:")
         print("\n".join(_tree_lines(doc["condition"])))
@@ -1114,6 +1131,10 @@ def _view_commands(tree: _Commands) -> None:
     emit.add_argument(
         "--idempotency-key", metavar="KEY", help="repeat the command with the same key to make one event only"
     )
+    release = events(
+        "release", cmd_events_release, "let an event held by a failed blocking check count again"
+    )
+    release.add_argument("event_id", metavar="EVENT_ID")
     queue = tree.group("queue", "queued asset events of a pipeline")
     queue("list", cmd_queue_list, "a pipeline's queued asset events", _STORE).add_argument(
         "pipeline", metavar="PIPELINE"
@@ -1207,6 +1228,13 @@ def cmd_reconcile_runs(args: argparse.Namespace) -> int:
     return reconcile(args)
 
 
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    """Compare each source's watermark with what was recorded, and replay the gaps (assetflow_dev/operate.py)."""
+    from assetflow_dev.operate import cmd_reconcile as reconcile
+
+    return reconcile(args)
+
+
 def _give_up_commands(tree: _Commands) -> None:
     replay = tree.command(
         "replay-failures",
@@ -1223,6 +1251,15 @@ def _give_up_commands(tree: _Commands) -> None:
     sweep.add_argument(
         "--dry-run", action="store_true", help="report what the sweep would repair; change nothing"
     )
+    sources = tree.command(
+        "reconcile",
+        cmd_reconcile,
+        "compare each source's watermark (Kafka committed offsets, SQS dead letters) with what was recorded "
+        "and replay the gaps through ingest",
+        _STORE,
+    )
+    sources.add_argument("--source", metavar="NAME", help="only this watcher's source")
+    sources.add_argument("--dry-run", action="store_true", help="list the gaps; replay nothing")
 
 
 def _version() -> str:

@@ -196,4 +196,91 @@ def cmd_reconcile_runs(args: argparse.Namespace) -> int:
     return EXIT_FAILURES_LEFT if response.get("errors") else EXIT_OK
 
 
-__all__ = ["cmd_reconcile_runs", "cmd_replay_failures"]
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    """Compare each source's watermark with what was recorded and replay the gaps (or list them, --dry-run)."""
+    from assetflow.usecases.sources import SourceReconciler, UnknownSourceError
+    from assetflow_dev.cli import CliError, _store, _view_catalog, _view_errors
+
+    with _view_errors(args):
+        env = _environment(args)
+        catalog = _view_catalog(args)
+        probes, skipped = _probes(args, env, catalog)
+        reconciler = SourceReconciler(watermarks=_store(args), probes=probes)
+        try:
+            report = reconciler.reconcile(source=args.source, dry_run=bool(args.dry_run))
+        except UnknownSourceError as exc:
+            raise CliError(str(exc)) from exc
+    doc = report.to_json()
+    doc["skipped"] = skipped
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return EXIT_FAILURES_LEFT if report.errors else EXIT_OK
+    for source in report.sources:
+        for finding in source.findings:
+            print(
+                f"{source.watcher:20} {finding['kind']:13} {finding['what']}  ({finding['count']} message(s))"
+            )
+    for line in skipped:
+        print(f"skipped: {line}", file=sys.stderr)
+    for line in report.errors:
+        print(f"error: {line}", file=sys.stderr)
+    done = "would replay them" if report.dry_run else f"replayed {report.replayed}"
+    print(
+        f"{env.where}: {len(report.sources)} source(s); {report.found} message(s) missing, {done}"
+        + (" (dry run: nothing replayed)" if report.dry_run else ""),
+        file=sys.stderr,
+    )
+    return EXIT_FAILURES_LEFT if report.errors else EXIT_OK
+
+
+def _probes(args: argparse.Namespace, env: _Environment, catalog: Any) -> tuple[list[Any], list[str]]:
+    """One probe per watcher this environment can reach; what it cannot reach, said."""
+    from assetflow.core.watchers import KafkaTopic
+    from assetflow_dev.cli import _dev_config
+    from assetflow_dev.sources import KafkaProbe, SqsDeadLetterProbe
+
+    invoke = lambda_invoker(env.lambda_client)
+    dev = None if args.env else (_dev_config() or {})
+    probes: list[Any] = []
+    skipped: list[str] = []
+    for name, (watcher, _uri) in sorted(catalog.watchers.items()):
+        function = env.sources.functions.get(f"ingest-{name}")
+        if function is None:
+            skipped.append(f"{name}: no ingest function in {env.where}")
+            continue
+        if isinstance(watcher.source, KafkaTopic):
+            topic = ((dev or {}).get("topics") or {}).get(name)
+            servers = ((dev or {}).get("endpoints") or {}).get("kafka")
+            if not topic or not servers:
+                skipped.append(f"{name}: the Kafka brokers are reachable from the local runtime only")
+                continue
+            probes.append(
+                KafkaProbe(
+                    watcher=name,
+                    topic=topic["topic"],
+                    group_id=topic["group_id"],
+                    bootstrap_servers=servers,
+                    function=function,
+                    invoke=invoke,
+                    event_source=topic.get("event_source") or "aws:kafka",
+                    event_source_arn=topic.get("event_source_arn"),
+                )
+            )
+        elif name in env.sources.dead_letter_queues:
+            url, arn = env.sources.dead_letter_queues[name]
+            probes.append(
+                SqsDeadLetterProbe(
+                    watcher=name,
+                    queue_arn=arn,
+                    dead_letter_url=url,
+                    function=function,
+                    invoke=invoke,
+                    sqs=env.sqs,
+                )
+            )
+        else:
+            skipped.append(f"{name}: no probe for this source kind yet")
+    return probes, skipped
+
+
+__all__ = ["cmd_reconcile", "cmd_reconcile_runs", "cmd_replay_failures"]

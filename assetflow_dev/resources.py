@@ -162,7 +162,15 @@ class LocalResources:
             "queues": {
                 w: {"url": q.url, "arn": q.arn, "dlq_url": q.dlq_url} for w, q in sorted(self.queues.items())
             },
-            "topics": {w: {"topic": t.topic, "group_id": t.group_id} for w, t in sorted(self.topics.items())},
+            "topics": {
+                w: {
+                    "topic": t.topic,
+                    "group_id": t.group_id,
+                    "event_source": t.event_source,
+                    "event_source_arn": t.event_source_arn,
+                }
+                for w, t in sorted(self.topics.items())
+            },
             "rules": {w: {"bus": r.bus, "rule": r.name} for w, r in sorted(self.rules.items())},
             "streams": {w: {"stream": k.stream, "arn": k.arn} for w, k in sorted(self.streams.items())},
             "watched_buckets": list(self.watched_buckets),

@@ -275,6 +275,8 @@ class LocalRuntime:
             )
             self._wakeups.target = self.ticker
             self.ticker.start()
+            # Each expected asset's first deadline check (each check asks for the next one, as on AWS).
+            deps.expectations.schedule_all()
         sweep = self._invoker(handlers["reconcile"], "reconcile", deps)
         self.functions[f"{LOCAL_FUNCTION_PREFIX}reconcile"] = sweep
         if options.sweep_seconds:
@@ -709,7 +711,7 @@ def new_asset_event(record: Mapping[str, Any]) -> bool:
 
 
 class _TickerWakeUps:
-    """The local ``WakeUps``: the ticker's one-shots, once it exists (dropped without schedules)."""
+    """The local ``WakeUps`` and ``Deadlines``: the ticker's one-shots, once it exists (dropped without schedules)."""
 
     def __init__(self) -> None:
         self.target: ScheduleTicker | None = None
@@ -717,6 +719,10 @@ class _TickerWakeUps:
     def wake_at(self, pipeline: str, key: str, when: Any) -> None:
         if self.target is not None:
             self.target.wake_at(pipeline, key, when)
+
+    def check_at(self, uri: str, when: Any) -> None:
+        if self.target is not None:
+            self.target.check_at(uri, when)
 
 
 @contextlib.contextmanager

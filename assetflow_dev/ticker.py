@@ -5,7 +5,8 @@ Every pipeline whose schedule has a time part ticks: time-only schedules (cron s
 and asset-only pipelines never do. A tick is ``{"pipeline", "scheduled_time"}``, as the stack's recurring
 schedules send it. A wake-up (a debounce or max-wait deadline) is ``{"pipeline", "queue_key", "wake_at"}``,
 as the stack's one-time ``at(...)`` schedules send it; a repeated wake-up of one queue at one time is kept
-once.
+once. A deadline check of an expected asset is ``{"expectation", "deadline"}``, as the stack's one-time
+schedules send it too (the ``Deadlines`` port); it is handled within milliseconds of its deadline.
 """
 
 from __future__ import annotations
@@ -39,6 +40,21 @@ def wake_event(pipeline: str, key: str, when: datetime) -> dict[str, Any]:
     return {"pipeline": pipeline, "queue_key": key, "wake_at": format_timestamp(when)}
 
 
+def deadline_event(uri: str, when: datetime) -> dict[str, Any]:
+    """The input of a one-shot check of an expected asset at its deadline."""
+    return {"expectation": uri, "deadline": format_timestamp(when)}
+
+
+#: The kinds of one-shots: a queue's wake-up (pipeline, queue key) or an asset's deadline check (uri, "").
+_WAKE, _CHECK = "wake", "check"
+#: A one-shot due sooner than ``interval`` is waited for this long at least (not a whole interval).
+_ONE_SHOT_FLOOR = 0.005
+
+
+def _one_shot_event(kind: str, first: str, second: str, at: datetime) -> dict[str, Any]:
+    return wake_event(first, second, at) if kind == _WAKE else deadline_event(first, at)
+
+
 #: How far ahead the ticker looks for the next tick (it sleeps at most this long).
 _LOOKAHEAD_SECONDS = 60.0
 
@@ -69,12 +85,15 @@ class ScheduleTicker:
         self._thread: threading.Thread | None = None
         self._after: dict[str, datetime] = {}
         self._lock = threading.Lock()
-        self._wakes: list[tuple[datetime, str, str, int]] = []
-        self._queued: set[tuple[datetime, str, str]] = set()
+        # One-shots: (when, kind, pipeline or uri, queue key or "", attempts).
+        self._wakes: list[tuple[datetime, str, str, str, int]] = []
+        self._queued: set[tuple[datetime, str, str, str]] = set()
         #: Ticks handled so far.
         self.ticks = 0
         #: Wake-ups handled so far.
         self.wakes = 0
+        #: Deadline checks handled so far.
+        self.checks = 0
 
     def start(self) -> None:
         """Start ticking in a daemon thread."""
@@ -94,18 +113,30 @@ class ScheduleTicker:
 
     def wake_at(self, pipeline: str, key: str, when: datetime) -> None:
         """Re-evaluate ``(pipeline, key)`` at ``when`` (the ``WakeUps`` port); a repeat is kept once."""
+        self._push(when, _WAKE, pipeline, key)
+
+    def check_at(self, uri: str, when: datetime) -> None:
+        """Check ``uri``'s expected arrival at ``when`` (the ``Deadlines`` port); a repeat is kept once."""
+        self._push(when, _CHECK, uri, "")
+
+    def _push(self, when: datetime, kind: str, first: str, second: str) -> None:
         moment = when.astimezone(UTC)
         with self._lock:
-            if (moment, pipeline, key) in self._queued:
+            if (moment, kind, first, second) in self._queued:
                 return
-            self._queued.add((moment, pipeline, key))
-            heapq.heappush(self._wakes, (moment, pipeline, key, 0))
+            self._queued.add((moment, kind, first, second))
+            heapq.heappush(self._wakes, (moment, kind, first, second, 0))
         self._nudge.set()
 
     def pending_wakes(self) -> list[tuple[datetime, str, str]]:
         """The wake-ups not yet handled, soonest first."""
         with self._lock:
-            return [(at, pipeline, key) for at, pipeline, key, _ in sorted(self._wakes)]
+            return [(at, a, b) for at, kind, a, b, _ in sorted(self._wakes) if kind == _WAKE]
+
+    def pending_checks(self) -> list[tuple[datetime, str]]:
+        """The deadline checks not yet handled, soonest first: ``(deadline, uri)``."""
+        with self._lock:
+            return [(at, a) for at, kind, a, _b, _ in sorted(self._wakes) if kind == _CHECK]
 
     def tick_once(self) -> int:
         """Handle every tick and wake-up due now; returns how many were handled."""
@@ -130,22 +161,28 @@ class ScheduleTicker:
             with self._lock:
                 if not self._wakes or self._wakes[0][0] > now:
                     return handled
-                at, pipeline, key, attempts = heapq.heappop(self._wakes)
+                at, kind, first, second, attempts = heapq.heappop(self._wakes)
             try:
-                self._handler(wake_event(pipeline, key, at))
+                self._handler(_one_shot_event(kind, first, second, at))
             except Exception:
                 if attempts + 1 < WAKE_ATTEMPTS:
-                    logger.exception("wake-up failed; retried on the next pass", extra={"pipeline": pipeline})
+                    logger.exception(
+                        "one-shot failed; retried on the next pass", extra={"kind": kind, "target": first}
+                    )
                     with self._lock:
-                        heapq.heappush(self._wakes, (at, pipeline, key, attempts + 1))
+                        heapq.heappush(self._wakes, (at, kind, first, second, attempts + 1))
                     return handled
+                # As Scheduler's dead-letter queue would keep it; the sweep schedules a deadline check again.
                 logger.exception(
-                    "wake-up dropped after its retries", extra={"pipeline": pipeline, "key": key}
+                    "one-shot dropped after its retries", extra={"kind": kind, "target": first, "key": second}
                 )
             with self._lock:
-                self._queued.discard((at, pipeline, key))
+                self._queued.discard((at, kind, first, second))
             handled += 1
-            self.wakes += 1
+            if kind == _WAKE:
+                self.wakes += 1
+            else:
+                self.checks += 1
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -166,11 +203,16 @@ class ScheduleTicker:
             next(iter(schedule.ticks_between(self._after.get(pipeline, now), horizon)), horizon)
             for pipeline, schedule in self._schedules.items()
         ]
+        one_shot = None
         with self._lock:
             if self._wakes:
-                upcoming.append(self._wakes[0][0])
-        wait = (min(upcoming, default=horizon) - now).total_seconds()
-        return max(self._interval, min(wait, _LOOKAHEAD_SECONDS))
+                one_shot = self._wakes[0][0]
+                upcoming.append(one_shot)
+        soonest = min(upcoming, default=horizon)
+        wait = (soonest - now).total_seconds()
+        # A one-shot (a deadline check, a debounce) is handled at its time, not up to an interval after it.
+        floor = _ONE_SHOT_FLOOR if one_shot is not None and soonest == one_shot else self._interval
+        return max(floor, min(wait, _LOOKAHEAD_SECONDS))
 
 
-__all__ = ["WAKE_ATTEMPTS", "ScheduleTicker", "TickHandler", "time_schedules", "wake_event"]
+__all__ = ["WAKE_ATTEMPTS", "ScheduleTicker", "TickHandler", "deadline_event", "time_schedules", "wake_event"]

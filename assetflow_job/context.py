@@ -372,6 +372,7 @@ class Run:
             and not event.get("alias")
             and not event.get("aliases")
             and not event.get("version")
+            and not event.get("checks")  # a check must reach the scheduler, even on an outlet without extra
             for event in document.get("events") or []
         )
         others = any(v for k, v in document.items() if k not in ("format", "version", "run_id", "events"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,14 +19,23 @@ from assetflow_job.refs import (
     resolve_key,
 )
 
+#: A check's name: letters, digits and ``_.:-``, at most 64 characters (the scheduler refuses others).
+_CHECK_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
 
 class AssetOutletEvent:
-    """The event a declared asset outlet gets when the run succeeds; set ``extra`` to annotate it."""
+    """The event a declared asset outlet gets when the run succeeds; set ``extra`` to annotate it.
+
+    ``check(name, passed, blocking=)`` reports a check of the data behind it: the checks travel with the event
+    (``source.checks``), and a failed *blocking* check holds the event from every downstream condition until a
+    later event passes or an operator releases it (``assetflow events release EVENT_ID``).
+    """
 
     def __init__(self, uri: str) -> None:
         self.asset = uri
         self._extra: dict[str, Any] = {}
         self._version: str | None = None
+        self._checks: dict[str, dict[str, Any]] = {}
 
     @property
     def version(self) -> str | None:
@@ -35,6 +45,25 @@ class AssetOutletEvent:
     @version.setter
     def version(self, value: object) -> None:
         self._version = check_version(value)
+
+    def check(self, name: str, passed: bool, blocking: bool = False) -> None:
+        """Report a check on this outlet (reporting a name again replaces its verdict).
+
+        Raises:
+            ValueError: the name is not 1 to 64 letters, digits or ``_.:-``.
+            TypeError: ``passed`` or ``blocking`` is not a bool.
+
+        """
+        if not isinstance(name, str) or not _CHECK_NAME.match(name):
+            raise ValueError(f"a check's name is 1 to 64 letters, digits or '_.:-', got {name!r}")
+        if not isinstance(passed, bool) or not isinstance(blocking, bool):
+            raise TypeError("passed and blocking are True or False")
+        self._checks[name] = {"name": name, "passed": passed, "blocking": blocking}
+
+    @property
+    def checks(self) -> list[dict[str, Any]]:
+        """The checks reported so far, in the order they were first reported."""
+        return [dict(c) for c in self._checks.values()]
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -46,7 +75,7 @@ class AssetOutletEvent:
         self._extra = json_copy(value, what=f"extra of {self.asset!r}")
 
     def __repr__(self) -> str:
-        return f"<AssetOutletEvent {self.asset!r} extra={self._extra!r}>"
+        return f"<AssetOutletEvent {self.asset!r} extra={self._extra!r} checks={len(self._checks)}>"
 
 
 class _AliasAddition:
@@ -155,15 +184,17 @@ class OutletEventAccessors:
         Every declared asset outlet gets one event; an alias addition names the first alias it was added
         to in ``alias`` and every one of them in ``aliases``.
         """
-        out: list[dict[str, Any]] = [
-            {
+        out: list[dict[str, Any]] = []
+        for event in self._assets.values():
+            entry: dict[str, Any] = {
                 "asset": event.asset,
                 "extra": json_copy(event.extra, what=f"extra of {event.asset!r}"),
                 "alias": None,
                 **({"version": event.version} if event.version is not None else {}),
             }
-            for event in self._assets.values()
-        ]
+            if event.checks:
+                entry["checks"] = event.checks
+            out.append(entry)
         out.extend(
             {"asset": a.uri, "extra": a.extra, "alias": a.aliases[0], "aliases": list(a.aliases)}
             for a in self._additions.values()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from assetflow import Asset, AssetAlias, AssetWatcher, Pipeline, SparkJob, SqsQueue
+from datetime import timedelta
+
+from assetflow import Asset, AssetAlias, AssetWatcher, ExpectedArrival, Pipeline, SparkJob, SqsQueue
 
 DELIVERY_MESSAGE_SCHEMA = {
     "type": "object",
@@ -19,6 +21,8 @@ raw_deliveries = Asset(
     "s3://assetflow-demo/landing/deliveries",
     extra={"owner": "supply-chain", "format": "csv"},
     watchers=[AssetWatcher("deliveries", SqsQueue("deliveries", schema=DELIVERY_MESSAGE_SCHEMA))],
+    # Suppliers deliver every morning by 08:00 UTC; a morning without a delivery shows the asset as late.
+    expect=ExpectedArrival("0 6 * * *", grace=timedelta(hours=2)),
 )
 curated_deliveries = Asset("curated_deliveries", "s3://assetflow-demo/curated/deliveries")
 partner_exports = AssetAlias("partner-exports")

@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 
 SOURCE = "assetflow"
 #: Every listener event type (DESIGN §1's listeners).
-DETAIL_TYPES = ("AssetCreated", "AssetAliasCreated", "AssetChanged", "AssetEventEmitted")
+DETAIL_TYPES = ("AssetCreated", "AssetAliasCreated", "AssetChanged", "AssetEventEmitted", "AssetLate")
 #: PutEvents takes at most this many entries a call.
 PUT_EVENTS_MAX = 10
 

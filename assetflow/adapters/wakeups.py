@@ -1,5 +1,8 @@
 """One-shot re-evaluations of a queue as EventBridge Scheduler one-time schedules (the ``WakeUps`` port).
 
+The same one-time schedules check an expected asset at its next deadline (the ``Deadlines`` port):
+``{"expectation", "deadline"}`` to the same tick function.
+
 A debounce or max-wait deadline becomes an ``at(yyyy-mm-ddThh:mm:ss)`` schedule in UTC, in the stack's
 wake-up group, invoking the tick function with ``{"pipeline", "queue_key", "wake_at"}``, and deleting itself
 after it ran (``ActionAfterCompletion: DELETE``). Its name derives from the queue and the deadline, so asking
@@ -30,6 +33,12 @@ def wake_schedule_name(pipeline: str, key: str, when: datetime) -> str:
     """The schedule's name: ``wake-`` and a digest of the queue and the deadline (64 characters at most)."""
     digest = hashlib.sha256(f"{pipeline}\x1f{key}\x1f{format_timestamp(when)}".encode()).hexdigest()[:40]
     return f"wake-{pipeline[:18]}-{digest}"
+
+
+def expect_schedule_name(uri: str, when: datetime) -> str:
+    """A deadline check's schedule name: ``expect-`` and a digest of the asset and the deadline."""
+    digest = hashlib.sha256(f"{uri}\x1f{format_timestamp(when)}".encode()).hexdigest()[:40]
+    return f"expect-{digest}"
 
 
 class EventBridgeSchedulerWakeUps:
@@ -65,6 +74,35 @@ class EventBridgeSchedulerWakeUps:
             StoreUnavailableError: Scheduler is throttling or failing; retry.
             ValueError: no target to invoke.
         """
+        self._create(
+            wake_schedule_name(pipeline, key, when),
+            when,
+            {"pipeline": pipeline, "queue_key": key, "wake_at": format_timestamp(when)},
+            f"assetflow wake-up of {pipeline}/{key or '-'} at {format_timestamp(when)}",
+        )
+        logger.info(
+            "wake-up scheduled", extra={"pipeline": pipeline, "queue_key": key, "at": format_timestamp(when)}
+        )
+
+    def check_at(self, uri: str, when: datetime) -> None:
+        """The ``Deadlines`` port: a one-time schedule checking ``uri``'s expected arrival at ``when``.
+
+        Its input is ``{"expectation": URI, "deadline": ISO-8601}``; its name derives from the asset and the
+        deadline, so each expectation has one pending check whatever asks for it.
+
+        Raises:
+            StoreUnavailableError: Scheduler is throttling or failing; retry.
+            ValueError: no target to invoke.
+        """
+        self._create(
+            expect_schedule_name(uri, when),
+            when,
+            {"expectation": uri, "deadline": format_timestamp(when)},
+            f"assetflow expected arrival of {uri[:120]} at {format_timestamp(when)}",
+        )
+        logger.info("deadline check scheduled", extra={"asset": uri, "at": format_timestamp(when)})
+
+    def _create(self, name: str, when: datetime, payload: dict[str, Any], description: str) -> None:
         if self.target_arn is None:
             raise ValueError("no wake-up target: WAKE_TARGET_ARN is not set")
         # Scheduler's at() takes whole seconds; rounding up never wakes a queue before its deadline.
@@ -73,12 +111,11 @@ class EventBridgeSchedulerWakeUps:
         target: dict[str, Any] = {
             "Arn": self.target_arn,
             "RoleArn": self.role_arn,
-            "Input": json.dumps({"pipeline": pipeline, "queue_key": key, "wake_at": format_timestamp(when)}),
+            "Input": json.dumps(payload),
             "RetryPolicy": {"MaximumRetryAttempts": 5, "MaximumEventAgeInSeconds": 3600},
         }
         if self.dead_letter_arn:
             target["DeadLetterConfig"] = {"Arn": self.dead_letter_arn}
-        name = wake_schedule_name(pipeline, key, when)
         try:
             self._scheduler.create_schedule(
                 Name=name,
@@ -88,7 +125,7 @@ class EventBridgeSchedulerWakeUps:
                 FlexibleTimeWindow={"Mode": "OFF"},
                 ActionAfterCompletion="DELETE",
                 Target=target,
-                Description=f"assetflow wake-up of {pipeline}/{key or '-'} at {format_timestamp(when)}",
+                Description=description[:512],
             )
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
@@ -99,9 +136,6 @@ class EventBridgeSchedulerWakeUps:
             raise
         except BotoCoreError as exc:
             raise StoreUnavailableError(f"CreateSchedule {name}: {exc}") from exc
-        logger.info(
-            "wake-up scheduled", extra={"pipeline": pipeline, "queue_key": key, "at": format_timestamp(at)}
-        )
 
 
-__all__ = ["MIN_LEAD", "EventBridgeSchedulerWakeUps", "wake_schedule_name"]
+__all__ = ["MIN_LEAD", "EventBridgeSchedulerWakeUps", "expect_schedule_name", "wake_schedule_name"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aws_cdk import Annotations, Duration
+from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -251,9 +251,14 @@ class AssetflowService(Construct):
             (self.api.handler, table_access.API),
         ):
             grant_table_access(table, function.role, access)
-        # Listener events come from the evaluator (asset and alias events) and run state (outlets) only, and
-        # from the sweep when it finishes a run whose state change was lost.
-        for function in (self.evaluator.handler, self.run_state.handler, self.reconciliation.handler):
+        # Listener events come from the evaluator (asset and alias events) and run state (outlets) only, from
+        # the sweep when it finishes a run whose state change was lost, and from the tick function (AssetLate).
+        for function in (
+            self.evaluator.handler,
+            self.run_state.handler,
+            self.reconciliation.handler,
+            self.schedules.handler,
+        ):
             self.event_bus.grant_put_events_to(function.role)
         # Runs start from the evaluator, from run state (a pipeline held at max_active_runs), from ticks and from
         # the sweep; the API too: manual, replayed and backfilled runs, cancels (CancelJobRun), unpause.
@@ -268,6 +273,19 @@ class AssetflowService(Construct):
             self._grant_start_runs(function.role)
         # Whatever evaluates queues may need a one-shot re-evaluation at a debounce or max-wait deadline.
         self.schedules.grant_wake_ups(*starters)
+        # The sweep counts each SQS watcher's dead letters (what ingest gave up on) for `assetflow reconcile`.
+        dead_letters = {
+            w.watcher: {"queue_arn": w.queue.queue_arn, "dlq_url": w.dlq.queue_url}
+            for w in self.ingest.watchers
+            if w.queue is not None and w.dlq is not None
+        }
+        if dead_letters:
+            self.reconciliation.handler.function.add_environment(
+                "WATCHER_DEAD_LETTERS", Stack.of(self).to_json_string(dead_letters)
+            )
+            for w in self.ingest.watchers:
+                if w.dlq is not None:
+                    w.dlq.grant(self.reconciliation.handler.role, "sqs:GetQueueAttributes")
         # A successful run's outlet extras over the inline limit are kept by reference, as ingest's are.
         for function in (self.run_state.handler, self.reconciliation.handler):
             grant_extras_writes(self.runs.bucket, function)

@@ -15,7 +15,7 @@ from assetflow.versions import EMR_RELEASE_LABEL
 _S3_LOCATION = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/([^*?]*))?$")
 
 #: The listener event types an environment may subscribe to.
-LISTENER_EVENT_TYPES = ("AssetCreated", "AssetAliasCreated", "AssetChanged", "AssetEventEmitted")
+LISTENER_EVENT_TYPES = ("AssetCreated", "AssetAliasCreated", "AssetChanged", "AssetEventEmitted", "AssetLate")
 
 KafkaAuthentication = Literal[
     "SASL_SCRAM_512_AUTH", "SASL_SCRAM_256_AUTH", "BASIC_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH"
@@ -163,7 +163,7 @@ class EnvironmentConfig:
     stream_retry_attempts: int = 5
     stream_max_record_age: Duration = field(default_factory=lambda: Duration.hours(6))
     #: The listener event types published on the bus (EventBridge bills each entry): any of AssetCreated,
-    #: AssetAliasCreated, AssetChanged, AssetEventEmitted. None are published by default.
+    #: AssetAliasCreated, AssetChanged, AssetEventEmitted, AssetLate. None are published by default.
     listener_events: tuple[str, ...] = ()
     #: Assets whose events spread over several partitions ({uri: n}): one partition key takes at most 1,000
     #: write units a second, so an asset past ~300 events a second needs more (benchmarks/load_model.py).

@@ -125,21 +125,29 @@ ROUTE = TableAccess(
     reads=("ASSET#*", "CATALOG#*"),
     writes=("ASSET#*", "CATALOG#*", "ALIASMETA#*"),
 )
-#: Recording job states and emitting a successful run's outlets (run state, the sweep).
+#: Recording job states and emitting a successful run's outlets (run state, the sweep); an outlet event held
+#: by a failed blocking check gets a marker that finds it by id (``HELD#<event id>``).
 RUN_STATES = EVALUATE | TableAccess(
     reads=("ASSET#*", "DEDUPE#outlet#*"),
-    writes=("ASSET#*", "ALIAS#*", "DEDUPE#outlet#*"),
+    writes=("ASSET#*", "ALIAS#*", "DEDUPE#outlet#*", "HELD#*"),
 )
 EVALUATOR = EVALUATE | ROUTE
 RUN_STATE = RUN_STATES
-TICK = EVALUATE
+#: Ticks and wake-ups evaluate queues; a deadline check also reads its asset's events (every shard) and records
+#: a missed deadline once (``EXPECT#<uri>``).
+TICK = EVALUATE | TableAccess(reads=("ASSET#*", "EVENTS#*"), writes=("EXPECT#*",))
 RECONCILE = RUN_STATES
 #: The operator API: every view (reads, and the runs and assets indexes), emitting an asset event (its API
-#: dedupe record), clearing a queue, and the run actions (trigger, cancel, replay) that go through queues and
-#: runs. Deletes: queue entries only.
+#: dedupe record), clearing a queue, the run actions (trigger, cancel, replay) that go through queues and
+#: runs, and releasing a held event. Deletes: queue entries only.
 API = TableAccess(
-    reads=("ASSET#*", "ALIAS#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "QUARANTINE", "DEDUPE#api#*"),
-    writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "DEDUPE#api#*"),
+    reads=(
+        *("ASSET#*", "ALIAS#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "QUARANTINE", "DEDUPE#api#*"),
+        # Health and explain read expected assets' events (every shard) and releases; a release finds its
+        # held outlet event by its marker (HELD#<event id>), and records itself once.
+        *("EVENTS#*", "EXPECT#*", "HELD#*"),
+    ),
+    writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "DEDUPE#api#*", "EXPECT#*"),
     deletes=("QUEUE#*",),
     indexes=("gsi1", "gsi2", "gsi3"),
     # Requeueing a cancelled run's events drops the queue's seen markers, 25 a request.
@@ -159,9 +167,14 @@ def ingest(asset_uris: str | Sequence[str], dedupe_prefixes: Sequence[str]) -> T
     events = tuple(key for uri in uris for key in (f"ASSET#{literal(uri)}", f"EVENTS#*#{literal(uri)}"))
     dedupe = [f"DEDUPE#{literal(p)}*" for p in dedupe_prefixes]
     dedupe += [f"DEDUPE#quarantine#{literal(p)}*" for p in dedupe_prefixes]
+    # Its source's watermarks: an SQS queue's one (``sqs:<ARN>``), a Kafka topic's per partition.
+    watermarks = [
+        f"WATERMARK#{literal(p)}*" if p == "kafka:" else f"WATERMARK#{literal(p.removesuffix(':'))}"
+        for p in dedupe_prefixes
+    ]
     return TableAccess(
         reads=(*events, *dedupe),
-        writes=(*events, "QUARANTINE", *dedupe),
+        writes=(*events, "QUARANTINE", *dedupe, *watermarks),
         # A batch's outcomes are transactions of puts and the count of its asset's summary (an update); a
         # redelivery reads its dedupe record (or event) back, and a batch which of its assets are new.
         read_actions=("dynamodb:GetItem", "dynamodb:BatchGetItem"),

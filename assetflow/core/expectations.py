@@ -197,6 +197,18 @@ def arrival_status(
     return ArrivalStatus(late, deadline, since, None, next_deadline)
 
 
+def keys_lookback(status: ArrivalStatus) -> datetime | None:
+    """From when the events that may carry a keyed deadline's key are read (None: all of them).
+
+    A key may come early: an event from one whole period before the previous deadline on counts. Older
+    arrivals of a key are not looked for (reading an asset's whole history at every deadline would cost
+    as much as the history is long).
+    """
+    if status.deadline is None or status.since is None:
+        return None
+    return status.since - (status.deadline - status.since)
+
+
 def late_event(uri: str, status: ArrivalStatus) -> AssetEvent:
     """The synthetic event that says ``uri`` missed ``status.deadline``: queued for ``late(uri)`` consumers.
 
@@ -273,6 +285,7 @@ __all__ = [
     "Health",
     "arrival_status",
     "asset_health",
+    "keys_lookback",
     "late_event",
     "late_resolved_by",
 ]

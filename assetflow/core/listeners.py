@@ -20,6 +20,10 @@ is always None (a pipeline is one job, not tasks) and ``source_map_index`` -1 (A
 ``source_aliases`` the aliases a run's alias outlet added the asset to. ``event`` is assetflow's own event JSON
 (its id, timestamp and source), which Airflow's hooks do not carry. Each detail also says ``"kind"``, the hook's
 name without ``on_``.
+
+One more, which Airflow has no hook for (apache/airflow #48475 asks for it): ``AssetLate``
+``{"asset": ASSET, "deadline", "since", "partition_key", "expected"}`` when an asset misses a deadline of its
+``ExpectedArrival`` (``partition_key``: the key a per-partition expectation waited for), once per deadline.
 """
 
 from __future__ import annotations
@@ -28,14 +32,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from assetflow.core.conditions import Asset, AssetAlias
-from assetflow.core.events import AssetEvent
+from assetflow.core.events import AssetEvent, format_timestamp
+from assetflow.core.expectations import ArrivalStatus
 from assetflow.core.jsonvalue import thaw_json
 
 ASSET_CREATED = "AssetCreated"
 ASSET_ALIAS_CREATED = "AssetAliasCreated"
 ASSET_CHANGED = "AssetChanged"
 ASSET_EVENT_EMITTED = "AssetEventEmitted"
-DETAIL_TYPES = (ASSET_CREATED, ASSET_ALIAS_CREATED, ASSET_CHANGED, ASSET_EVENT_EMITTED)
+ASSET_LATE = "AssetLate"
+DETAIL_TYPES = (ASSET_CREATED, ASSET_ALIAS_CREATED, ASSET_CHANGED, ASSET_EVENT_EMITTED, ASSET_LATE)
 #: Airflow's ``map_index`` of a task that is not mapped.
 NOT_MAPPED = -1
 
@@ -106,11 +112,31 @@ def asset_event_emitted(
     }
 
 
+def asset_late(uri: str, declared: Asset | None, status: ArrivalStatus) -> dict[str, Any]:
+    """The detail of ``AssetLate``: the asset missed ``status.deadline`` (and, keyed, ``status.key``).
+
+    Raises:
+        ValueError: the status is not a missed deadline.
+    """
+    if not status.late or status.deadline is None:
+        raise ValueError("only a missed deadline is announced as AssetLate")
+    expect = declared.expect if declared is not None else None
+    return {
+        "kind": "asset_late",
+        "asset": asset_json(uri, declared),
+        "deadline": format_timestamp(status.deadline),
+        "since": None if status.since is None else format_timestamp(status.since),
+        "partition_key": status.key,
+        "expected": None if expect is None else expect.to_json(),
+    }
+
+
 __all__ = [
     "ASSET_ALIAS_CREATED",
     "ASSET_CHANGED",
     "ASSET_CREATED",
     "ASSET_EVENT_EMITTED",
+    "ASSET_LATE",
     "DETAIL_TYPES",
     "NOT_MAPPED",
     "alias_json",
@@ -119,4 +145,5 @@ __all__ = [
     "asset_created",
     "asset_event_emitted",
     "asset_json",
+    "asset_late",
 ]

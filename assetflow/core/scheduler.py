@@ -26,7 +26,14 @@ from typing import Any
 
 from assetflow.core.conditions import Asset, AssetAlias, Condition, Failed, Late, Where
 from assetflow.core.decision import Decision, decide_on, view_of
-from assetflow.core.entries import QueueEntry, QueueState, entry_kind, resolves
+from assetflow.core.entries import (
+    QueueEntry,
+    QueueState,
+    entry_kind,
+    failed_blocking,
+    held_by_check,
+    resolves,
+)
 from assetflow.core.events import AssetEvent, Run, RunState, derive_id, format_timestamp, group_events
 from assetflow.core.filters import extract_field, matches
 from assetflow.core.jsonvalue import thaw_json
@@ -261,6 +268,7 @@ def route_event(
     consumes it (the catalog computes it). ``consumed_versions`` holds the (pipeline, asset, version) triples
     already consumed, as far as the store knows them for this event (``skip_unchanged`` pipelines).
 
+    A real event held by a failed blocking check (``core.entries.held_by_check``) is skipped for every consumer.
     A real event is skipped, with the reason, when a partition rule refuses it, its version was consumed, or
     its extra matches none of the patterns of the nodes that would count it. A failure or late entry reaches
     only the pipelines whose schedule has ``a.failed()`` / ``late(a)`` for its asset (no skip for the others:
@@ -269,6 +277,9 @@ def route_event(
     kind = entry_kind(event)
     routes: list[Route] = []
     skips: list[Skip] = []
+    if held_by_check(event):  # recorded, but counts for no condition until released or superseded
+        held = f"held: blocking check(s) {', '.join(failed_blocking(event))} failed"
+        return [], [Skip(pipeline.id, held) for pipeline, _aliases in consumers]
     for pipeline, aliases in consumers:
         schedule = pipeline.schedule
         plan = _plan(pipeline.condition)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from assetflow.ports import Accepted, Outcome
+from assetflow.core.watermarks import position_of
+from assetflow.ports import Accepted, Outcome, Quarantined
 from assetflow.usecases.ingest import Ingest
 
 
@@ -70,4 +71,38 @@ def store_batch(
     stored = sum(1 for o, a in zip(outcomes, answers, strict=True) if isinstance(o, Accepted) and a is True)
     if stored:
         metrics.add_metric(name="EventsStored", unit=MetricUnit.Count, value=stored)
+    _advance_watermarks(outcomes, errors, ingest, now=now, logger=logger)
     return errors
+
+
+def _advance_watermarks(
+    outcomes: Sequence[Outcome],
+    errors: Sequence[Exception | None],
+    ingest: Ingest,
+    *,
+    now: datetime,
+    logger: Any,
+) -> None:
+    """Move the sources' watermarks to the newest message recorded (events and quarantine alike).
+
+    One conditional update per source partition of the batch. Best effort: the batch is stored whatever
+    happens here, and reconciliation reads a lagging watermark as a gap whose replay finds every message
+    recorded already.
+    """
+    advance = getattr(ingest.store, "advance_watermarks", None)
+    if advance is None:
+        return
+    marks = []
+    for outcome, error in zip(outcomes, errors, strict=True):
+        if error is not None:
+            continue
+        facts = outcome.facts if isinstance(outcome, Quarantined) else outcome.event.extra.get("message")
+        mark = position_of(outcome.identity, facts if isinstance(facts, Mapping) else None)
+        if mark is not None:
+            marks.append(mark)
+    if not marks:
+        return
+    try:
+        advance(marks, now=now)
+    except Exception as exc:  # the messages are stored; only the watermark lags
+        logger.warning("watermarks not advanced", extra={"error": type(exc).__name__, "marks": len(marks)})

@@ -323,6 +323,21 @@ def post_replay(params: Params, run_id: str) -> Response[Any]:
     return _created(result.run, result.created)
 
 
+@route("releaseAssetEvent")
+def post_release(params: Params, event_id: str) -> dict[str, Any]:
+    """Release an event held by a failed blocking check: it counts for downstream conditions from now on."""
+    from assetflow.usecases.checks import release_event
+
+    deps = _deps()
+    return release_event(
+        releases=deps.store,
+        route=deps.evaluator.handle_batch,
+        event_id=event_id,
+        principal=principal(),
+        now=utc_now(),
+    ).to_json()
+
+
 @route("getCatalog")
 def get_catalog(params: Params) -> dict[str, Any]:
     """The compiled definitions the functions run with (``assetflow catalog --json``)."""

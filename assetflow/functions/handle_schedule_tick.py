@@ -2,14 +2,17 @@
 
 A recurring schedule (any pipeline whose schedule has a time part) sends ``{"pipeline", "scheduled_time"}``; a
 one-time ``at(...)`` schedule sends ``{"pipeline", "queue_key", "wake_at"}`` when a debounce or max-wait deadline
-is due, and the pipeline's queues are evaluated again with nothing new.
+is due, and the pipeline's queues are evaluated again with nothing new; or ``{"expectation", "deadline"}`` at an
+expected asset's deadline: a miss is announced (``AssetLate``, the ``AssetsLate`` metric) and queued for its
+fallback pipelines, and the next deadline's check is scheduled.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
 from assetflow.composition import Dependencies, dependencies
 
@@ -18,6 +21,11 @@ if TYPE_CHECKING:
 from assetflow.core.events import parse_timestamp
 
 logger = Logger(service="assetflow-schedule-tick")
+metrics = Metrics(namespace="assetflow", service="assetflow-schedule-tick")
+
+#: Missed deadlines of expected assets (namespace ``assetflow``, dimension ``service``), each counted once; which
+#: asset missed which deadline is in the ``AssetLate`` listener event and the function's log.
+LATE_METRIC = "AssetsLate"
 
 
 @logger.inject_lambda_context
@@ -37,6 +45,8 @@ def lambda_handler(
     bind = getattr(getattr(resolved, "wakeups", None), "bind_target", None)
     if bind is not None and getattr(context, "invoked_function_arn", None):
         bind(context.invoked_function_arn)  # its wake-ups invoke this function: no variable can name itself
+    if "expectation" in event:
+        return _check_expectation(event, resolved)
     if isinstance(pipeline, str) and pipeline and isinstance(event.get("wake_at"), str) and when is None:
         parse_timestamp(event["wake_at"])  # a malformed wake-up goes to the dead-letter queue
         woken = resolved.run_states.evaluator.release(pipeline)
@@ -58,3 +68,22 @@ def lambda_handler(
     runs = [r.run_id for r in result.runs]
     logger.info("tick handled", extra={"pipeline": pipeline, "scheduled_time": when, "runs": runs})
     return {"pipeline": pipeline, "scheduled_time": when, "runs": runs}
+
+
+def _check_expectation(event: dict[str, Any], deps: Dependencies) -> dict[str, Any]:
+    """``{"expectation": URI, "deadline": ISO-8601}``: judge the deadline, announce a miss once, schedule the next.
+
+    Raises:
+        ValueError: the input is malformed (Scheduler's retries and dead-letter queue keep it).
+        NotFoundError: the catalog declares no expectation for the asset (definitions changed since).
+        StoreUnavailableError, ConflictError, SubmissionError: transient; the check is retried.
+    """
+    uri, deadline = event.get("expectation"), event.get("deadline")
+    if not (isinstance(uri, str) and uri and isinstance(deadline, str)):
+        raise ValueError(f"a deadline check needs string 'expectation' and 'deadline': {event!r}")
+    parse_timestamp(deadline)
+    result = deps.expectations.check(uri, deadline)
+    if result.announced:
+        metrics.add_metric(name=LATE_METRIC, unit=MetricUnit.Count, value=1)
+        metrics.flush_metrics()
+    return result.to_json()

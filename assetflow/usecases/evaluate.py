@@ -20,6 +20,7 @@ from typing import Any
 
 from assetflow.core import listeners
 from assetflow.core.catalog import Catalog
+from assetflow.core.entries import entry_kind
 from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
@@ -213,7 +214,12 @@ class Evaluator:
     # ---- the steps of a batch ------------------------------------------------------------------------
 
     def _announce(self, events: Sequence[AssetEvent]) -> None:
-        """Listener events of the batch, only of the types the environment subscribes to."""
+        """Listener events of the batch, only of the types the environment subscribes to.
+
+        Synthetic entries (a missed deadline, a failed run) are no asset changes: their own use cases announce.
+        Neither is a held event an operator released: it was announced when it was recorded.
+        """
+        events = [e for e in events if entry_kind(e) == "event" and "released" not in e.source]
         bus = self.bus
         entries: list[tuple[str, Mapping[str, Any]]] = []
         assets = self.catalog.assets

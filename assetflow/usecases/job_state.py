@@ -10,7 +10,7 @@ from typing import Any
 
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import Asset, AssetAlias
-from assetflow.core.entries import failure_events
+from assetflow.core.entries import Check, failure_events, held_by_check, parse_checks
 from assetflow.core.errors import AlreadySubmittedError, AssetflowError, NotFoundError
 from assetflow.core.events import EMR_JOB_STATES, AssetEvent, Run, RunState, derive_id
 from assetflow.core.jsonvalue import canonical_json
@@ -37,6 +37,8 @@ class PlannedEvent:
     aliases: tuple[str, ...] = ()
     #: The data version the job wrote (``Metadata(..., version=)``), None when it named none.
     version: str | None = None
+    #: The checks the job reported on a declared asset outlet (``outlet_events[a].check(...)``).
+    checks: tuple[Check, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -94,6 +96,7 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
     declared_assets = [o.uri for o in pipeline.outlets if isinstance(o, Asset)]
     declared_aliases = {o.name for o in pipeline.outlets if isinstance(o, AssetAlias)}
     extras: dict[str, Mapping[str, Any]] = {}
+    checks: dict[str, tuple[Check, ...]] = {}
     additions: dict[tuple[str, str], tuple[str, Mapping[str, Any], list[str]]] = {}
     refused: list[str] = []
     versions: dict[str, str] = {}
@@ -138,6 +141,8 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
                 extras[uri] = extra
                 if version is not None:
                     versions[uri] = version
+                checks[uri], bad = parse_checks(entry.get("checks"))
+                refused += [f"{where}: {reason}" for reason in bad]
             elif canonical_json(extras[uri]) != canonical_json(extra):
                 refused.append(f"{where}: a second, different extra for the outlet {uri!r}")
             continue
@@ -150,7 +155,10 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
         key = (uri, canonical_json(extra))
         _, _, grouped = additions.setdefault(key, (uri, extra, []))
         grouped.extend(a for a in kept if a not in grouped)
-    events = [PlannedEvent(uri, extras.get(uri, {}), version=versions.get(uri)) for uri in declared_assets]
+    events = [
+        PlannedEvent(uri, extras.get(uri, {}), version=versions.get(uri), checks=checks.get(uri, ()))
+        for uri in declared_assets
+    ]
     events += [PlannedEvent(uri, extra, tuple(aliases)) for uri, extra, aliases in additions.values()]
     return OutletPlan(tuple(events), tuple(refused))
 
@@ -319,6 +327,9 @@ class RunStates:
         ended = run.ended_at
         for position, planned in enumerate(plan.events):
             source: dict[str, Any] = {"type": "run", "pipeline": run.pipeline, "run_id": run.run_id}
+            if planned.checks:
+                # Recorded and visible; a failed blocking one holds the event from every condition.
+                source["checks"] = [c.to_json() for c in planned.checks]
             if planned.aliases:
                 source["aliases"] = list(planned.aliases)
                 # Resolutions first: the evaluator routes the event to alias consumers by what is stored.
@@ -355,6 +366,10 @@ class RunStates:
                 # repeated delivery writes the same object again).
                 self.extras.write(detached)
             stored, new = self.store.put_event(event, dedupe_key=dedupe_key, now=now)
+            mark_held = getattr(self.store, "mark_held", None)
+            if held_by_check(stored) and mark_held is not None:
+                # `assetflow events release EVENT_ID` finds it by its id (every delivery: a put)
+                mark_held(stored)
             if new:
                 result.emitted.append(stored)
         logger.info(

@@ -9,23 +9,27 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from assetflow.core.catalog import Catalog
-from assetflow.core.conditions import AssetAlias, Where
+from assetflow.core.conditions import Asset, AssetAlias, Where
 from assetflow.core.decision import combine_explains, queue_progress
 from assetflow.core.decision import explain as explain_state
 from assetflow.core.entries import QueueState
-from assetflow.core.events import AssetEvent, parse_timestamp
+from assetflow.core.events import AssetEvent, format_timestamp, parse_timestamp
 from assetflow.core.expectations import asset_health
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import explain_from_head
 from assetflow.core.scheduler import explain_skips, routes_on_content
-from assetflow.ports import ExtrasStore, Page, Store
+from assetflow.ports import ExtrasStore, Page, Releases, Store
+from assetflow.usecases.checks import newest_check_failed
+from assetflow.usecases.expectations import arrival_of
 from assetflow.usecases.requests import DEFAULT_LIMIT, RequestError, check_uri, parse_limit, pipeline_of
 from assetflow_job.contract import REF_KEY
 
 DEFAULT_RUNS_LIMIT = 50
+#: The newest events of a per-partition expected asset that the listing reads for its awaited key.
+KEYED_HEALTH_EVENTS = 1000
 _RUN_READERS = 8
 
 #: A page size as an option gives it (int) or a query parameter does (text); None for the default.
@@ -54,8 +58,9 @@ def list_assets(
     With ``catalog``: every declared asset too, with or without events (``event_count`` 0, ``created_at`` and
     ``last_event_at`` null until its first event), and each asset's ``health`` (``fresh``, ``late``,
     ``check_failed``, ``quarantined_input``) from the facts the store keeps: its newest event, its
-    ``ExpectedArrival``, and the newest quarantined message of its watchers (among the 1,000 newest). No
-    blocking-check facts are kept yet, so ``check_failed`` never shows.
+    ``ExpectedArrival`` (per partition: the awaited key among its 1,000 newest events), whether its newest event
+    is held by a failed blocking check that no operator released, and the newest quarantined message of its
+    watchers (among the 1,000 newest).
 
     Raises:
         RequestError: a bad limit or page token.
@@ -74,6 +79,9 @@ def list_assets(
     # A stored asset past the page end may sort after a declared one: the page ends at the size-th URI.
     quarantined = _newest_quarantine(store, catalog)
     moment = now or _utc_now()
+    # Only runs' outlet events carry checks: the newest event of each produced asset says whether one holds it.
+    produced = {o.uri for p in catalog.pipelines.values() for o in p.outlets if isinstance(o, Asset)}
+    releases = cast(Releases, store) if callable(getattr(store, "released_ids", None)) else None
     items = []
     for uri in page:
         known = catalog.assets.get(uri)
@@ -85,10 +93,24 @@ def list_assets(
             "event_count": 0,
         }
         last = parse_timestamp(row["last_event_at"]) if row.get("last_event_at") else None
+        expect = getattr(known, "expect", None)
+        arrived: frozenset[str] = frozenset()
+        if expect is not None and expect.keyed:
+            # The awaited key among the newest events (one page): a per-partition deadline's facts.
+            status = arrival_of(store, uri, expect, now=moment, max_events=KEYED_HEALTH_EVENTS)
+            arrived = frozenset({status.key}) if status.key is not None and not status.late else frozenset()
+        held = (
+            releases is not None
+            and uri in produced
+            and row["event_count"] > 0
+            and newest_check_failed(store, releases, uri)
+        )
         row["health"] = asset_health(
             now=moment,
-            expect=getattr(known, "expect", None),
+            expect=expect,
             last_event_at=last,
+            arrived_keys=arrived,
+            newest_check_failed=held,
             last_quarantined_at=quarantined.get(uri),
         )
         row["declared"] = known is not None
@@ -195,8 +217,9 @@ def explain(
     """Why the pipeline runs or waits now: DESIGN §5's explain JSON, from the decision the evaluator takes.
 
     The queues, the active runs and the paused flag are read from the store; ``held_runs`` adds how many
-    operator-made runs (manual, replayed, backfilled) wait for a slot. For pipelines that can skip events,
-    ``skipped`` lists the newest ones they did (``recent_skips``; ``extras`` reads large extras back).
+    operator-made runs (manual, replayed, backfilled) wait for a slot, and ``late`` the assets of the schedule
+    that missed their expected arrival (:func:`late_inputs`). For pipelines that can skip events, ``skipped``
+    lists the newest ones they did (``recent_skips``; ``extras`` reads large extras back).
 
     Raises:
         NotFoundError: no such pipeline in the catalog.
@@ -225,10 +248,30 @@ def explain(
         docs.append(explain_state(pipeline, state, active_runs=gate.active, now=moment, paused=gate.paused))
     result = combine_explains(pipeline, docs)
     result["held_runs"] = len(store.held_runs(pipeline.id))
+    result["late"] = late_inputs(store, catalog, pipeline, now=moment)
     if _can_skip(pipeline):
         result["skipped"] = recent_skips(store, catalog, pipeline, extras=extras)
         _mark_misses(result.get("condition"), result["skipped"])
     return result
+
+
+def late_inputs(store: Store, catalog: Catalog, pipeline: Pipeline, *, now: datetime) -> list[dict[str, Any]]:
+    """The assets the schedule names that missed their expected arrival's last deadline and are still late.
+
+    Each is ``{"uri", "deadline", "partition_key"}`` (the key a per-partition expectation waits for).
+    """
+    late: list[dict[str, Any]] = []
+    uris = dict.fromkeys(u for u in (getattr(n, "uri", None) for n in pipeline.condition.iter_nodes()) if u)
+    for uri in uris:
+        known = catalog.assets.get(str(uri))
+        if known is None or known.expect is None:
+            continue
+        status = arrival_of(store, known.uri, known.expect, now=now, max_events=KEYED_HEALTH_EVENTS)
+        if status.late and status.deadline is not None:
+            late.append(
+                {"uri": known.uri, "deadline": format_timestamp(status.deadline), "partition_key": status.key}
+            )
+    return late
 
 
 #: Newest events per asset that explain routes again to say why they did not reach the pipeline.

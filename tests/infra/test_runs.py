@@ -161,12 +161,21 @@ def test_wake_ups_are_created_in_their_group_only_by_the_functions_that_evaluate
             assert not creates, function.node.path
 
 
-def test_put_events_on_the_listener_bus_only_for_evaluator_run_state_and_the_sweep(env: Synthesised) -> None:
+def test_put_events_on_the_listener_bus_only_for_evaluator_run_state_the_sweep_and_ticks(
+    env: Synthesised,
+) -> None:
     service = env.stack.service
     bus_arn = {"Fn::GetAtt": [env.logical_id(service.event_bus), "Arn"]}
+    # The tick function announces missed deadlines (AssetLate).
+    publishers = (
+        service.evaluator.handler,
+        service.run_state.handler,
+        service.reconciliation.handler,
+        service.schedules.handler,
+    )
     for function in service.functions:
         puts = [s for s in _statements(env, function.role) if "events:PutEvents" in _actions(s)]
-        if function in (service.evaluator.handler, service.run_state.handler, service.reconciliation.handler):
+        if function in publishers:
             assert [s["Resource"] for s in puts] == [bus_arn]
         else:
             assert not puts, function.node.path

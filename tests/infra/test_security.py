@@ -618,7 +618,7 @@ def test_every_table_grant_names_its_partitions_and_only_queue_entries_are_ever_
         TALLY["table grants"] += len(statements)
 
 
-def test_ingest_functions_write_only_their_assets_events_dedupe_and_quarantine_and_delete_nothing(
+def test_ingest_functions_write_only_their_assets_events_dedupe_quarantine_and_watermarks_and_delete_nothing(
     env: Synthesised,
 ) -> None:
     for ingest in env.stack.service.ingest.watchers:
@@ -638,10 +638,19 @@ def test_ingest_functions_write_only_their_assets_events_dedupe_and_quarantine_a
                     # its assets' partitions and write shards (one source may feed several assets)
                     key in [k for uri in uris for k in (f"ASSET#{uri}", f"EVENTS#*#{uri}")]
                     or key == "QUARANTINE"
-                    or text.startswith((f'"DEDUPE#{prefix}', f'"DEDUPE#quarantine#{prefix}', '{"Fn::Join"'))
+                    or text.startswith(
+                        (
+                            f'"DEDUPE#{prefix}',
+                            f'"DEDUPE#quarantine#{prefix}',
+                            f'"WATERMARK#{prefix.removesuffix(":")}',
+                            '{"Fn::Join"',
+                        )
+                    )
                 ), (ingest.watcher, key)
-                if isinstance(key, dict):  # an SQS queue's identities: its own ARN
-                    assert "DEDUPE#" in text and ":*" in text, key
+                if isinstance(key, dict):  # an SQS queue's identities (and its watermark): its own ARN
+                    assert ("DEDUPE#" in text and ":*" in text) or (
+                        "WATERMARK#sqs:" in text and "*" not in text
+                    ), key
         # Every asset the watcher feeds can be written.
         assert all(json.dumps(f"ASSET#{uri}") in granted for uri in uris), (ingest.watcher, uris)
 

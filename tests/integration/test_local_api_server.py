@@ -405,7 +405,9 @@ def test_the_local_server_answers_every_route_of_the_table_and_serves_the_genera
             body=body,
             headers={"Content-Type": "application/json"},
         )
-        expected = 404 if "{run_id}" in route.path else route.status
+        # No run has that id, and no event is called after a pipeline: both are 404s.
+        unknown = "{run_id}" in route.path or route.operation == "releaseAssetEvent"
+        expected = 404 if unknown else route.status
         assert status == expected, (route.key, answer)
         # A route missing from the function would answer 404 not_found with "no route": never for a table line.
         assert b"no route" not in answer

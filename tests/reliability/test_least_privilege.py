@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ INBOX_QUEUE_ARN = f"arn:aws:sqs:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:assetflow-inbo
 ORDERS_QUEUE_ARN = f"arn:aws:sqs:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:assetflow-shop-orders-events"
 CLICKS_ARN = f"arn:aws:kinesis:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:stream/assetflow-demo-clicks"
 INBOX = ("s3://assetflow-demo-inbox/incoming", "x-audit://inbox/intake")
+AUDIT = "s3://assetflow-demo/audit/partner_feeds"
 
 PROFILES: dict[str, TableAccess] = {
     "ingest-deliveries": table_access.ingest(DELIVERIES, [f"sqs:{QUEUE_ARN}:"]),
@@ -317,7 +318,11 @@ def finish(world: World, pipeline: str, *, metadata: dict[str, Any] | None = Non
             job["jobDriver"]["sparkSubmit"]["entryPointArguments"], s3_client=world.s3
         ) as ctx:
             for uri, extra in (metadata or {}).items():
-                if uri.startswith("alias:"):
+                if uri.startswith("check:"):  # a failed blocking check holds the outlet's event
+                    ctx.outlet_events[uri.removeprefix("check:")].check(
+                        "not_empty", passed=False, blocking=True
+                    )
+                elif uri.startswith("alias:"):
                     alias, asset = uri.removeprefix("alias:").split("=", 1)
                     ctx.outlet_events[assetflow_job.AliasRef(alias)].add(asset, extra=extra)
                 else:
@@ -387,13 +392,27 @@ def test_every_functions_requests_are_within_its_table_grants(
         metadata={"alias:partner-exports=s3://assetflow-demo/exports/acme-foods": {}},
     )
     world.evaluate()
-    for pipeline in ("sensor_daily_rollup", "ops_dashboard", "partner_feed_audit"):
+    for pipeline in ("sensor_daily_rollup", "ops_dashboard"):
         finish(world, pipeline)
+    finish(world, "partner_feed_audit", metadata={f"check:{AUDIT}": {}})
+    world.evaluate()
+    # An operator releases the held event through the API
+    (held,) = world.deps["api"].store.list_events(AUDIT).items
+    assert api(world, "POST", f"/assets/events/{held['id']}/release") == 200
     world.evaluate()
     # A tick, twice
     for _ in range(2):
         handle_schedule_tick.lambda_handler(
             {"pipeline": "daily_report", "scheduled_time": "2026-11-22T06:00:00Z"},
+            LambdaContext(),
+            deps=world.deps["schedule-tick"],
+        )
+    # A deadline check of an expected asset two days on (read its events, record the miss once), twice
+    checks = world.deps["schedule-tick"].expectations
+    checks.clock = lambda: datetime.now(UTC) + timedelta(days=2)
+    for _ in range(2):
+        handle_schedule_tick.lambda_handler(
+            {"expectation": DELIVERIES, "deadline": "2026-11-22T08:00:00Z"},
             LambdaContext(),
             deps=world.deps["schedule-tick"],
         )

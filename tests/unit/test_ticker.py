@@ -117,3 +117,22 @@ def test_wake_ups_fire_once_at_their_time_and_a_failing_one_is_retried() -> None
     assert ticker.tick_once() == 1
     assert received[-1]["queue_key"] == "2026-11-21"
     assert ticker.pending_wakes() == []
+
+
+def test_deadline_checks_fire_at_their_deadline_beside_wake_ups_and_are_waited_for_exactly() -> None:
+    clock = Clock(datetime(2026, 11, 21, 6, 59, 59, 500000, tzinfo=UTC))
+    received: list[dict[str, Any]] = []
+    ticker = ScheduleTicker({}, received.append, clock=clock, interval=1.0)
+    deadline = datetime(2026, 11, 21, 7, 0, tzinfo=UTC)
+    ticker.check_at("s3://landing/orders", deadline)
+    ticker.check_at("s3://landing/orders", deadline)  # asked again (a retried check): kept once
+    ticker.wake_at("p", "", deadline + timedelta(seconds=1))
+    assert ticker.pending_checks() == [(deadline, "s3://landing/orders")]
+    # Half a second before it, the ticker waits half a second, not its one-second interval
+    assert ticker._until_next() == 0.5
+    assert ticker.tick_once() == 0
+    clock.now = deadline
+    assert ticker.tick_once() == 1
+    assert received == [{"expectation": "s3://landing/orders", "deadline": "2026-11-21T07:00:00.000000Z"}]
+    assert ticker.checks == 1 and ticker.wakes == 0 and ticker.pending_checks() == []
+    assert ticker.pending_wakes() == [(deadline + timedelta(seconds=1), "p", "")]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from assetflow.adapters.dynamodb.control import DynamoDbPipelineStore
 from assetflow.adapters.dynamodb.events import DynamoDbEventStore
+from assetflow.adapters.dynamodb.expectations import DynamoDbExpectationStore
 from assetflow.adapters.dynamodb.quarantine import DynamoDbQuarantineStore
 from assetflow.adapters.dynamodb.queues import DynamoDbQueueStore
 from assetflow.adapters.dynamodb.runs import DynamoDbRunStore
@@ -19,10 +20,17 @@ from assetflow.adapters.dynamodb.table import (
     plain_item,
     table_definition,
 )
+from assetflow.adapters.dynamodb.watermarks import DynamoDbWatermarkStore
 
 
 class DynamoDbStore(
-    DynamoDbEventStore, DynamoDbQueueStore, DynamoDbPipelineStore, DynamoDbRunStore, DynamoDbQuarantineStore
+    DynamoDbEventStore,
+    DynamoDbQueueStore,
+    DynamoDbPipelineStore,
+    DynamoDbRunStore,
+    DynamoDbQuarantineStore,
+    DynamoDbExpectationStore,
+    DynamoDbWatermarkStore,
 ):
     """Reads and writes every record of assetflow in one DynamoDB table (the ``Store`` port)."""
 
@@ -31,12 +39,14 @@ __all__ = [
     "DEDUPE_TTL",
     "INDEXES",
     "DynamoDbEventStore",
+    "DynamoDbExpectationStore",
     "DynamoDbPipelineStore",
     "DynamoDbQuarantineStore",
     "DynamoDbQueueStore",
     "DynamoDbRunStore",
     "DynamoDbStore",
     "DynamoDbTable",
+    "DynamoDbWatermarkStore",
     "InvalidPageTokenError",
     "plain_item",
     "table_definition",

@@ -17,6 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from assetflow.core.entries import entry_kind
 from assetflow.core.errors import ConflictError, StoreUnavailableError
 from assetflow.core.events import AssetEvent, Run, format_timestamp
 from assetflow.core.scheduler import QueueEntry
@@ -253,8 +254,12 @@ class DynamoDbTable:
         """A run's trigger as references to its events' items.
 
         The run item stays small: it changes state three or four times, and each change is billed by the
-        item's size.
+        item's size. A missed deadline or a failed run (a synthetic entry) has no item to reference: a run
+        with one keeps its (few) triggering events inline.
         """
+        if any(entry_kind(e) != "event" for e in run.triggering_events):
+            grouped = sorted(run.triggering_asset_events.items())
+            return {"inline": {uri: [e.to_json() for e in events] for uri, events in grouped}}
         return {"events": [[k["pk"]["S"], k["sk"]["S"]] for k in map(self.event_key, run.triggering_events)]}
 
     def _call(self, operation: str, **kwargs: Any) -> Any:

@@ -167,6 +167,20 @@ export function explainPanel(explain, names) {
           missing.map((uri, i) => [i ? ', ' : '', h('span', { title: uri }, names(uri))]),
         )
       : null,
+    (explain.late || []).length
+      ? h(
+          'div',
+          { class: 'missing', 'data-testid': 'explain-late' },
+          h('span', { class: 'badge health-late' }, 'late'),
+          ' ',
+          explain.late.map((late, i) => [
+            i ? ', ' : '',
+            h('span', { title: late.uri }, names(late.uri)),
+            late.partition_key ? ` (partition ${late.partition_key})` : '',
+            ` missed ${late.deadline}`,
+          ]),
+        )
+      : null,
     explain.condition
       ? h('ul', { class: 'tree', 'data-testid': 'condition-tree', 'aria-label': 'Condition tree' }, conditionNode(explain.condition, names))
       : null,

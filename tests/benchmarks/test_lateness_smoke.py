@@ -1,0 +1,22 @@
+"""The lateness benchmark in quick mode: the local runtime shows a missed deadline within a second."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks.test_smoke import assert_common, assert_summary, run_quick
+
+pytestmark = pytest.mark.slow
+
+
+def test_lateness(tmp_path: Path) -> None:
+    status, document, _ = run_quick("lateness", tmp_path)
+    assert_common(document, "lateness")
+    figures = document["results"]["seconds_after_deadline"]
+    assert set(figures) == {"health_late", "health_late_answered", "check", "fallback_run"}
+    for summary in figures.values():
+        assert_summary(summary)
+        assert summary["min"] >= 0  # nothing shows late before its deadline
+    assert (status == 0) is document["results"]["target"]["met"]

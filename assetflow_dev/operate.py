@@ -204,8 +204,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     with _view_errors(args):
         env = _environment(args)
         catalog = _view_catalog(args)
-        probes, skipped = _probes(args, env, catalog)
-        reconciler = SourceReconciler(watermarks=_store(args), probes=probes)
+        store = _store(args)
+        probes, skipped = _probes(args, env, catalog, events=store)
+        reconciler = SourceReconciler(watermarks=store, probes=probes)
         try:
             report = reconciler.reconcile(source=args.source, dry_run=bool(args.dry_run))
         except UnknownSourceError as exc:
@@ -233,17 +234,23 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return EXIT_FAILURES_LEFT if report.errors else EXIT_OK
 
 
-def _probes(args: argparse.Namespace, env: _Environment, catalog: Any) -> tuple[list[Any], list[str]]:
-    """One probe per watcher this environment can reach; what it cannot reach, said."""
-    from assetflow.core.watchers import KafkaTopic
+def _probes(
+    args: argparse.Namespace, env: _Environment, catalog: Any, *, events: Any = None
+) -> tuple[list[Any], list[str]]:
+    """One probe per watcher this environment can reach; what it cannot reach, said.
+
+    An S3 watcher gets two: its queue's dead letters first (the real events, replayed as they came), then its
+    prefix listed against ``events`` (the event store), which finds what is still missing.
+    """
+    from assetflow.core.watchers import KafkaTopic, S3ObjectCreated
     from assetflow_dev.cli import _dev_config
-    from assetflow_dev.sources import KafkaProbe, SqsDeadLetterProbe
+    from assetflow_dev.sources import KafkaProbe, S3PrefixProbe, SqsDeadLetterProbe
 
     invoke = lambda_invoker(env.lambda_client)
     dev = None if args.env else (_dev_config() or {})
     probes: list[Any] = []
     skipped: list[str] = []
-    for name, (watcher, _uri) in sorted(catalog.watchers.items()):
+    for name, (watcher, uri) in sorted(catalog.watchers.items()):
         function = env.sources.functions.get(f"ingest-{name}")
         if function is None:
             skipped.append(f"{name}: no ingest function in {env.where}")
@@ -278,6 +285,20 @@ def _probes(args: argparse.Namespace, env: _Environment, catalog: Any) -> tuple[
                     sqs=env.sqs,
                 )
             )
+            if isinstance(watcher.source, S3ObjectCreated) and events is not None:
+                # A listing works from anywhere the operator's credentials reach the bucket.
+                probes.append(
+                    S3PrefixProbe(
+                        watcher=name,
+                        asset=uri,
+                        source=watcher.source,
+                        s3=env.s3,
+                        events=events,
+                        function=function,
+                        invoke=invoke,
+                        queue_arn=arn,
+                    )
+                )
         else:
             skipped.append(f"{name}: no probe for this source kind yet")
     return probes, skipped

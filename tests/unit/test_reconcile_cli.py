@@ -58,3 +58,33 @@ def test_a_deployed_environment_says_which_sources_it_cannot_reach() -> None:
     env = environment({"ingest-orders": "fn-orders", "ingest-readings": "fn-readings"})
     _, skipped = _probes(argparse.Namespace(env="prod"), env, CATALOG)
     assert skipped == ["readings: the Kafka brokers are reachable from the local runtime only"]
+
+
+def test_an_s3_watcher_is_probed_by_its_dead_letters_first_then_by_its_prefix() -> None:
+    from assetflow import S3ObjectCreated
+    from assetflow_dev.sources import S3PrefixProbe
+
+    landing = "arn:aws:sqs:us-east-1:123456789012:landing-events"
+    catalog = Catalog.build(
+        [
+            Asset(
+                "x-test://landing",
+                watchers=[AssetWatcher("landing", S3ObjectCreated("landing-bucket", "in/", ".csv"))],
+            )
+        ]
+    )
+    sources = FailureSources(
+        functions={"ingest-landing": "fn-landing"},
+        dead_letter_queues={"landing": ("http://sqs/landing-dlq", landing)},
+    )
+    env = _Environment(sources, lambda_client=None, s3=object(), sqs=object(), streams=None, where="here")
+    store = object()
+    # Deployed too: a listing works from anywhere the operator's credentials reach the bucket
+    probes, skipped = _probes(argparse.Namespace(env="prod"), env, catalog, events=store)
+    assert skipped == []
+    dead_letters, prefix = probes
+    assert isinstance(dead_letters, SqsDeadLetterProbe) and dead_letters.watcher == "landing"
+    assert isinstance(prefix, S3PrefixProbe)
+    assert (prefix.watcher, prefix.kind, prefix.source) == ("landing", "s3", "s3:landing-bucket/in/")
+    assert (prefix.asset, prefix.function, prefix.queue_arn) == ("x-test://landing", "fn-landing", landing)
+    assert prefix.watched.suffix == ".csv"

@@ -1,10 +1,11 @@
 """Source reconciliation: each source's watermark against what the source says, and the gaps replayed.
 
 Every watcher's source has a probe (``SourceProbe``): a Kafka topic's compares its consumer group's committed
-offsets with the offsets recorded per partition, an SQS queue's reads its dead-letter queue's depth, and a new
-source kind (S3 prefixes, Kinesis shards) plugs in as one more probe. What a probe finds is replayed through the
-watcher's own ingest function, which is idempotent on each message's identity: a message recorded meanwhile is
-recognised, never recorded twice. With ``dry_run`` nothing is replayed.
+offsets with the offsets recorded per partition, an SQS queue's reads its dead-letter queue's depth, an S3
+watcher's lists its prefix against the objects its events record, and a new source kind (Kinesis shards) plugs
+in as one more probe. What a probe finds is replayed through the watcher's own ingest function, which is
+idempotent on each message's identity: a message recorded meanwhile is recognised, never recorded twice.
+With ``dry_run`` nothing is replayed.
 """
 
 from __future__ import annotations

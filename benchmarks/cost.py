@@ -190,6 +190,20 @@ PRICES: Mapping[str, Price] = {
         "https://aws.amazon.com/kms/pricing/",
         note="automatic rotation adds $1/month for each of the first two rotations (capped since April 2024)",
     ),
+    "kinesis_on_demand_stream_hour": Price(
+        0.04,
+        1,
+        "on-demand stream-hours (Kinesis Data Streams; data in and out billed per GB on top)",
+        "https://aws.amazon.com/kinesis/data-streams/pricing/",
+        note="the page renders its rates client-side; the us-east-1 rate as widely quoted",
+    ),
+    "kinesis_shard_hour": Price(
+        0.015,
+        1,
+        "provisioned shard-hours (Kinesis Data Streams)",
+        "https://aws.amazon.com/kinesis/data-streams/pricing/",
+        note="as above; PUT payload units billed per million on top",
+    ),
     "xray_trace": Price(
         5.00, 1e6, "traces recorded", "https://aws.amazon.com/xray/pricing/", note="100,000 a month free"
     ),
@@ -366,6 +380,10 @@ IDLE_FREE: Mapping[str, tuple[str, str]] = {
     "AWS::ApiGatewayV2::Route": ("free", "part of the API"),
     "AWS::ApiGatewayV2::Stage": ("free", "part of the API"),
     "Custom::CDKBucketDeployment": ("free", "runs at deployment only"),
+    "Custom::EventBridgeNotifications": (
+        "free",
+        "runs at deployment only (turns a watched bucket's EventBridge notifications on)",
+    ),
     "AWS::Lambda::Function": ("per-request", "invocations and duration; no provisioned concurrency"),
     "AWS::ApiGatewayV2::Api": ("per-request", "HTTP API requests"),
     "AWS::SQS::Queue": ("per-request", "requests (the pollers' empty receives are on the mapping line)"),
@@ -526,6 +544,28 @@ def idle_cost_per_day(template: Mapping[str, Any], *, prices: Mapping[str, Price
                 "fixed",
                 prices["scheduler_invocation"].of(fires),
                 f"{fires:g} invocations a day (each starts a tick function and possibly a run)",
+            )
+        elif resource_type == "AWS::Kinesis::Stream":
+            # A stream the stack creates for a KinesisStream watcher (an existing one is the user's own cost).
+            on_demand = sum(
+                1
+                for p in props
+                if (p.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED") == "ON_DEMAND"
+            )
+            shards = sum(
+                int(p.get("ShardCount", 1))
+                for p in props
+                if (p.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED") != "ON_DEMAND"
+            )
+            stream_hour, shard_hour = prices["kinesis_on_demand_stream_hour"], prices["kinesis_shard_hour"]
+            line(
+                "Kinesis streams",
+                resource_type,
+                count,
+                "fixed",
+                stream_hour.of(on_demand * 24) + shard_hour.of(shards * 24),
+                f"{on_demand} on demand x 24 h x ${stream_hour.usd}/stream-hour, {shards} provisioned shards "
+                f"x 24 h x ${shard_hour.usd}/shard-hour (a watcher of an existing stream adds none)",
             )
         elif resource_type == "AWS::EMRServerless::Application":
             initial = [p for p in props if p.get("InitialCapacity")]

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from assetflow.core.errors import AssetflowError, DocumentError, StoreUnavailableError
-from assetflow.core.events import AssetEvent, Run, RunState
+from assetflow.core.events import OUTLET_TOKEN_SCHEME, AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, QueueSummary, StoredQueue
 from assetflow.core.scheduler import QueueEntry, Transition
@@ -701,8 +701,12 @@ class NullBus:
 class RunOutputs(Protocol):
     """The blob store of runs: what a succeeded job wrote about its outlets."""
 
-    def outlet_metadata(self, pipeline: str, run_id: str) -> Mapping[str, Any] | None:
+    def outlet_metadata(
+        self, pipeline: str, run_id: str, *, token_scheme: int = OUTLET_TOKEN_SCHEME
+    ) -> Mapping[str, Any] | None:
         """The outlet metadata the run's job wrote, or None when it wrote none.
+
+        ``token_scheme``: the run's ``outlet_token_scheme`` (where a store keeps the metadata under a secret token).
 
         Raises:
             OutletMetadataError: the document is not version-1 outlet metadata.

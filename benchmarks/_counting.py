@@ -367,6 +367,7 @@ class RequestCounter:
             "s3_tier2_requests": s3_all - s3_tier1 - s3_free,
             "eventbridge_events": total("events", "billed_requests", frozenset({"PutEvents"})),
             "emr_api_requests": total("emr-serverless", "calls"),
+            "kms_requests": total("kms", "calls"),
             "log_bytes": float(log_bytes),
         }
 

@@ -4,7 +4,7 @@ Two parts (issue 6, item 4):
 
 1. **Per million events.** ``cost_per_million(counts, events)`` prices what a workload was counted doing
    (``benchmarks._counting.RequestCounter.counts()``: Lambda invocations and GB-seconds, DynamoDB read and
-   write units, SQS requests, S3 requests, EventBridge events, log bytes) with the us-east-1 prices of
+   write units, SQS requests, S3 requests, EventBridge events, KMS requests, log bytes) with the us-east-1 prices of
    ``PRICES``. Until the burst benchmark (item 2) exists, this script measures its own workload: messages
    sent to SQS, the real handlers (ingest, evaluator, run state) invoked as the event source mappings and
    EventBridge would invoke them, on DynamoDB Local and moto, with the real EMR Serverless launcher, the
@@ -190,6 +190,13 @@ PRICES: Mapping[str, Price] = {
         "https://aws.amazon.com/kms/pricing/",
         note="automatic rotation adds $1/month for each of the first two rotations (capped since April 2024)",
     ),
+    "kms_request": Price(
+        0.03,
+        10_000,
+        "requests (GenerateMac, data keys for SQS and S3 encryption)",
+        "https://aws.amazon.com/kms/pricing/",
+        note="20,000 a month free",
+    ),
     "kinesis_on_demand_stream_hour": Price(
         0.04,
         1,
@@ -229,6 +236,7 @@ PRICED_COUNTS = (
     "s3_tier1_requests",
     "s3_tier2_requests",
     "eventbridge_events",
+    "kms_requests",
     "log_bytes",
 )
 FREE_COUNTS = ("dynamodb_requests", "emr_api_requests")
@@ -271,6 +279,7 @@ def cost_per_million(
         ("S3 PUT/LIST", count("s3_tier1_requests"), "s3_tier1_request"),
         ("S3 GET", count("s3_tier2_requests"), "s3_tier2_request"),
         ("EventBridge events", count("eventbridge_events"), "eventbridge_event"),
+        ("KMS requests", count("kms_requests"), "kms_request"),
         ("CloudWatch Logs", log_gb, "cloudwatch_logs_gb"),
         ("X-Ray traces", invocations * xray_sampling, "xray_trace"),
     ]
@@ -736,6 +745,10 @@ class Workload:
         self.application_id = self.emr.create_application(
             name=f"bench-{tag}", releaseLabel="emr-7.12.0", type="SPARK", clientToken=tag
         )["applicationId"]
+        # The stack's run-token key: a run's outlet metadata goes under a secret token, as deployed.
+        self.run_token_key = client("kms", moto).create_key(
+            KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC"
+        )["KeyMetadata"]["Arn"]
         self.queue_urls = {
             q: self.sqs.create_queue(QueueName=f"{q}-{tag}")["QueueUrl"] for q in scenario.queues
         }
@@ -748,7 +761,7 @@ class Workload:
         catalog_path = workdir / f"catalog-{tag}.json"
         catalog_path.write_text(json.dumps(Catalog.build(scenario.definitions()).to_document()))
         session = boto3.session.Session(**LOCAL_CLIENT_KWARGS)
-        endpoints = {s: moto for s in ("s3", "sqs", "events", "emr-serverless")} | {"dynamodb": ddb}
+        endpoints = {s: moto for s in ("s3", "sqs", "events", "emr-serverless", "kms")} | {"dynamodb": ddb}
 
         class CountedDependencies(Dependencies):
             """The composition root with every client it builds reporting to the counter."""
@@ -765,6 +778,7 @@ class Workload:
                 runs_bucket=self.bucket,
                 emr_application_id=self.application_id,
                 emr_job_role_arn=ROLE,
+                run_token_key=self.run_token_key,
                 region=REGION,
                 watcher_name=watcher,
             )
@@ -1144,8 +1158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Lambda GB-seconds are measured locally against emulators (slower than AWS's DynamoDB): an upper estimate.",
         f"X-Ray: {XRAY_SAMPLING:.0%} of invocations traced; logs: Powertools output plus "
         f"{LAMBDA_PLATFORM_LOG_BYTES} bytes of Lambda's own lines per invocation.",
-        "Not priced here: Spark job compute on EMR Serverless (per job, not per event), KMS requests (data keys are "
-        "cached; one MAC per run submitted or read back, for its outlet token), the HTTP API.",
+        "KMS requests: as counted (a run's outlet token is an HMAC under a key each function derives once); SQS's "
+        "and S3's data keys are cached by the services and not counted.",
+        "Not priced here: Spark job compute on EMR Serverless (per job, not per event), the HTTP API.",
     ]
     for name, template in sorted(templates.items()):
         memory = _template_memory(template)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from assetflow.core.errors import AssetflowError, StoreUnavailableError
-from assetflow.core.events import Run, format_timestamp
+from assetflow.core.events import OUTLET_TOKEN_SCHEME, Run, format_timestamp
 from assetflow.core.jsonvalue import canonical_json, thaw_json
 from assetflow.core.pipeline import Pipeline
 from assetflow.ports import (
@@ -98,11 +98,14 @@ def outlet_metadata_uri(runs_bucket: str, pipeline: str, run_id: str) -> str:
     return run_prefix(runs_bucket, pipeline, run_id) + OUTLET_METADATA_FILE
 
 
-def run_outlet_metadata_uri(runs_bucket: str, pipeline: str, run_id: str, tokens: Any | None) -> str:
-    """Where a run's outlet metadata is written and read: under the run's token when there are tokens."""
+def run_outlet_metadata_uri(
+    runs_bucket: str, pipeline: str, run_id: str, tokens: Any | None, *, scheme: int = OUTLET_TOKEN_SCHEME
+) -> str:
+    """Where a run's outlet metadata is written and read: under the run's token (of its scheme), if any."""
     if tokens is None:
         return outlet_metadata_uri(runs_bucket, pipeline, run_id)
-    return run_prefix(runs_bucket, pipeline, run_id) + f"{tokens.token(run_id)}/{OUTLET_METADATA_FILE}"
+    token = tokens.token(run_id, scheme=scheme)
+    return run_prefix(runs_bucket, pipeline, run_id) + f"{token}/{OUTLET_METADATA_FILE}"
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -339,7 +342,9 @@ class EmrServerlessLauncher:
         if self.run_tokens is not None:
             arguments += [
                 OUTLETS_ARGUMENT,
-                run_outlet_metadata_uri(self.runs_bucket, pipeline.id, run.run_id, self.run_tokens),
+                run_outlet_metadata_uri(
+                    self.runs_bucket, pipeline.id, run.run_id, self.run_tokens, scheme=run.outlet_token_scheme
+                ),
             ]
         # The context last, as the runs' arguments always end (the local launchers rely on it).
         arguments += [CONTEXT_ARGUMENT, context or self.context_argument(run, pipeline)]
@@ -482,15 +487,19 @@ class S3RunOutputs:
         self.runs_bucket = runs_bucket
         self.run_tokens = run_tokens
 
-    def outlet_metadata(self, pipeline: str, run_id: str) -> dict[str, Any] | None:
-        """The outlet metadata of a run, or None when its job wrote none.
+    def outlet_metadata(
+        self, pipeline: str, run_id: str, *, token_scheme: int = OUTLET_TOKEN_SCHEME
+    ) -> dict[str, Any] | None:
+        """The outlet metadata of a run (whose token is of ``token_scheme``), or None when its job wrote none.
 
         Raises:
             OutletMetadataError: the object is not a version-1 outlet metadata document.
             StoreUnavailableError: S3 (or KMS, for the run's token) is throttling or failing; retry later.
         """
         try:
-            uri = run_outlet_metadata_uri(self.runs_bucket, pipeline, run_id, self.run_tokens)
+            uri = run_outlet_metadata_uri(
+                self.runs_bucket, pipeline, run_id, self.run_tokens, scheme=token_scheme
+            )
         except AssetflowError as exc:  # RunTokenUnavailableError
             raise StoreUnavailableError(str(exc)) from exc
         return read_outlet_metadata(self._s3, uri)

@@ -162,6 +162,10 @@ def previous_states(new: RunState) -> frozenset[RunState]:
     return frozenset(state for state, targets in _TRANSITIONS.items() if new in targets)
 
 
+#: The scheme of the outlet-metadata token of runs made now (``Run.outlet_token_scheme``); runs made before it
+#: was introduced have scheme 1.
+OUTLET_TOKEN_SCHEME = 2
+
 #: What started a run (a run's ``triggered_by``): asset events, a time tick, an operator, a replay of
 #: another run, or a backfill.
 TRIGGERS = ("assets", "time", "manual", "replay", "backfill")
@@ -197,6 +201,9 @@ class Run:
     code_version: str | None = None
     #: The run whose outputs this one makes again with the current code (``backfill --stale``).
     rerun_of: str | None = None
+    #: How the secret token in the place its job writes outlet metadata to is made (``adapters.run_tokens``): a
+    #: run keeps the scheme it was made with, so a run made before the current scheme is read where it wrote.
+    outlet_token_scheme: int = field(default=OUTLET_TOKEN_SCHEME, compare=False)
 
     def __post_init__(self) -> None:
         for name, moment in (
@@ -230,7 +237,7 @@ class Run:
         """DESIGN §5's run shape with ``scheduled_time``, ``triggered_by``, ``conf``, ``ended_at``; others when set.
 
         ``ended_at`` is when the run reached its final state (None while it is queued or running). Only when set:
-        ``replay_of``, ``code_version`` and ``rerun_of``.
+        ``replay_of``, ``code_version`` and ``rerun_of``; ``outlet_token_scheme`` for a run of an older scheme.
         """
         doc: dict[str, Any] = {
             "run_id": self.run_id,
@@ -254,6 +261,8 @@ class Run:
             doc["code_version"] = self.code_version
         if self.rerun_of is not None:
             doc["rerun_of"] = self.rerun_of
+        if self.outlet_token_scheme != OUTLET_TOKEN_SCHEME:
+            doc["outlet_token_scheme"] = self.outlet_token_scheme
         return doc
 
     @classmethod
@@ -286,6 +295,7 @@ class Run:
                 ended_at=parse_timestamp(ended) if ended else None,
                 code_version=doc.get("code_version"),
                 rerun_of=doc.get("rerun_of"),
+                outlet_token_scheme=int(doc.get("outlet_token_scheme", OUTLET_TOKEN_SCHEME)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DocumentError(f"invalid run document: {exc}") from exc

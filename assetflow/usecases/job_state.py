@@ -308,7 +308,9 @@ class RunStates:
             return
         metadata: Mapping[str, Any] | None
         try:
-            metadata = self.outputs.outlet_metadata(run.pipeline, run.run_id)
+            metadata = self.outputs.outlet_metadata(
+                run.pipeline, run.run_id, token_scheme=run.outlet_token_scheme
+            )
         except OutletMetadataError as exc:
             # The job succeeded, so its data exists: emit the declared outlets without extras.
             result.refused.append(str(exc))

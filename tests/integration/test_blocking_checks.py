@@ -62,7 +62,7 @@ class JobOutputs:
         outlets[CLEAN.uri].check("not_empty", passed=passed, blocking=True)
         self.documents[run_id] = {"run_id": run_id, "events": outlets.events()}
 
-    def outlet_metadata(self, pipeline: str, run_id: str) -> dict[str, Any] | None:
+    def outlet_metadata(self, pipeline: str, run_id: str, *, token_scheme: int = 2) -> dict[str, Any] | None:
         return self.documents.get(run_id)
 
 

@@ -53,7 +53,9 @@ class Launcher:
 
 
 class Outputs:
-    def outlet_metadata(self, pipeline: str, run_id: str) -> Mapping[str, Any] | None:
+    def outlet_metadata(
+        self, pipeline: str, run_id: str, *, token_scheme: int = 2
+    ) -> Mapping[str, Any] | None:
         return None
 
 

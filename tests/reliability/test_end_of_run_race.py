@@ -77,7 +77,7 @@ class Launcher:
 
 
 class NoOutputs:
-    def outlet_metadata(self, pipeline: str, run_id: str) -> None:
+    def outlet_metadata(self, pipeline: str, run_id: str, *, token_scheme: int = 2) -> None:
         return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +50,7 @@ class World:
     application: str
     evaluator: Evaluator
     states: RunStates
+    dynamodb: Any
 
     def arguments(self, run_id: str) -> list[str]:
         job_run_id = self.store.get_run(run_id).job_run_id
@@ -83,7 +85,7 @@ def world(dynamodb_local: Any, moto_server: Any) -> Iterator[World]:
     # The run-state function is another container: its own KMS client and token memory.
     outputs = S3RunOutputs(s3, bucket, run_tokens=KmsRunTokens(client("kms", moto_server.endpoint), key))
     states = RunStates(catalog=catalog, store=store, outputs=outputs, evaluator=evaluator, clock=clock)
-    yield World(store, s3, emr, kms, bucket, key, application, evaluator, states)
+    yield World(store, s3, emr, kms, bucket, key, application, evaluator, states, dynamodb)
     dynamodb.delete_table(TableName=store.table)
 
 
@@ -142,3 +144,63 @@ def test_run_tokens_are_the_same_in_every_container_and_differ_per_run(world: Wo
 
     assert one.token("run-a") == two.token("run-a") != one.token("run-b")
     assert len(one.token("run-a")) >= 40
+
+
+class _CountingKms:
+    """A KMS client that counts its GenerateMac requests."""
+
+    def __init__(self, kms: Any) -> None:
+        self.kms, self.macs = kms, 0
+
+    def generate_mac(self, **kwargs: Any) -> Any:
+        self.macs += 1
+        return self.kms.generate_mac(**kwargs)
+
+
+def test_runs_tokens_cost_one_kms_request_per_container_not_one_per_run(world: World) -> None:
+    # Given a container's token maker
+    kms = _CountingKms(world.kms)
+    tokens = KmsRunTokens(kms, world.key)
+
+    # When it makes the tokens of 50 runs, 8 at a time as a batch's submissions do (and again, as the run-state
+    # function does at their ends)
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(tokens.token, [f"run-{n}" for n in range(50)]))
+    made += [tokens.token(f"run-{n}") for n in range(50)]
+
+    # Then KMS was asked once, every run has its own token, and another container makes the same ones
+    assert kms.macs == 1
+    assert len(set(made)) == 50
+    assert KmsRunTokens(client("kms", world.kms.meta.endpoint_url), world.key).token("run-7") == made[7]
+    # (and a scheme-1 token, a MAC per run, is another secret)
+    assert tokens.token("run-7", scheme=1) != made[7]
+    assert kms.macs == 2
+
+
+def test_a_run_made_before_token_schemes_is_submitted_and_read_with_its_own_kms_mac(world: World) -> None:
+    # Given a run whose item an earlier version wrote: no token scheme beside its JSON, not yet submitted
+    from assetflow.adapters.dynamodb.runs import run_put
+    from assetflow.core.events import Run, RunState
+
+    event, _ = world.store.put_event(AssetEvent(RAW.uri, "old-1", T0))
+    run = Run("run-before-schemes", ETL.id, RunState.QUEUED, T0, triggering_asset_events={RAW.uri: (event,)})
+    put = run_put(world.store.table, run, {"inline": {RAW.uri: [event.to_json()]}}, counted=False)
+    del put["Item"]["token_scheme"]
+    world.dynamodb.put_item(**put)
+    stored = world.store.get_run(run.run_id)
+    assert stored.outlet_token_scheme == 1
+
+    # When the current version submits it and its job writes outlet metadata through the helper
+    job_run_id = world.evaluator.launcher.submit(stored, ETL)
+    world.store.mark_submitted(run.run_id, job_run_id)
+    arguments = world.arguments(run.run_id)
+    place = arguments[arguments.index(OUTLETS_ARGUMENT) + 1]
+    with assetflow_job.run(arguments, s3_client=world.s3) as ctx:
+        ctx.outlet_events[CLEAN.uri].extra = {"rows": 3}
+
+    # Then its place is under the KMS MAC of its run id, as the earlier version put it, and its end reads it there
+    assert place.split("/")[-2] == KmsRunTokens(world.kms, world.key).token(run.run_id, scheme=1)
+    change = world.states.handle_state_change(
+        job_run_id, "SUCCESS", world.application, job_run_name=run.run_id
+    )
+    assert [dict(e.extra) for e in change.emitted] == [{"rows": 3}]

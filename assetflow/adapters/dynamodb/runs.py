@@ -54,6 +54,8 @@ def run_put(table: str, run: Run, trigger: Mapping[str, Any], *, counted: bool) 
         "pipeline": str_attr(run.pipeline),
         "trigger": str_attr(json.dumps(trigger, sort_keys=True, separators=(",", ":"))),
         "counted": {"BOOL": counted},
+        # Beside the run's JSON: an item without it is a run made before token schemes (scheme 1).
+        "token_scheme": num_attr(run.outlet_token_scheme),
         "gsi3pk": str_attr(f"UNSUBMITTED#{run.pipeline}"),
         "gsi3sk": str_attr(f"{created}#{run.run_id}"),
         "gsi1pk": str_attr(f"RUNS#{run.pipeline}"),
@@ -102,6 +104,7 @@ class DynamoDbRunStore(DynamoDbTable):
                 doc["submission_error"] = raw["submission_error"]["S"]
             if "ended_at" in raw:
                 doc["ended_at"] = raw["ended_at"]["S"]
+            doc["outlet_token_scheme"] = int(raw["token_scheme"]["N"]) if "token_scheme" in raw else 1
             doc["triggering_asset_events"] = {}
             docs.append(doc)
             if with_events and "events" in json.loads(raw["trigger"]["S"]):

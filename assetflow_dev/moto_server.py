@@ -9,14 +9,20 @@ the emulator hours to drain, which measures moto, not assetflow.
 ``patch_sqs`` keeps moto's behaviour and changes only the cost: one clock read per pass, the retention period
 read from the queue, and a delete that stops at the message it deletes. The counts stay exact. It checks that
 the moto it patches has what it replaces (the version is pinned in ``requirements-local.txt``).
+
+``patch_kinesis`` counts Kinesis puts and answers a long poll for the next one (not an AWS API), so that the
+local Kinesis poller waits there while its shards are idle instead of reading each one every second.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import parse_qs
 
 #: The moto version these patches were written against and checked on.
 PATCHED_MOTO = "5.2.5"
@@ -106,9 +112,82 @@ def patch_sqs() -> None:
     models._assetflow_patched = True  # type: ignore[attr-defined]
 
 
+# ---- Kinesis: a wait for the next put, so that an idle local shard is not read every second -------------------
+
+#: Not an AWS API: ``GET <moto>/_assetflow/kinesis-puts?since=N&wait=S`` answers ``{"puts": M}``, the number of
+#: PutRecord and PutRecords calls moto's Kinesis has taken, as soon as it differs from ``N`` or after ``S``
+#: seconds (at most ``KINESIS_PUTS_WAIT_MAX``). The local Kinesis poller waits on it while its shards are idle.
+KINESIS_PUTS_PATH = "/_assetflow/kinesis-puts"
+KINESIS_PUTS_WAIT_MAX = 20.0
+
+
+class _Puts:
+    """A count of puts, and a wait for it to move."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = threading.Condition()
+
+    def add(self) -> None:
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def wait(self, since: int, seconds: float) -> int:
+        with self._changed:
+            self._changed.wait_for(lambda: self.count != since, timeout=seconds)
+            return self.count
+
+
+KINESIS_PUTS = _Puts()
+
+
+def patch_kinesis() -> None:
+    """Count moto's Kinesis puts (``KINESIS_PUTS``) and serve the wait for them; idempotent."""
+    import moto.server
+    from moto.kinesis import models
+
+    if getattr(models, "_assetflow_patched", False):
+        return
+    backend: Any = models.KinesisBackend
+    for name in ("put_record", "put_records"):
+        original = getattr(backend, name)
+
+        def counted(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                KINESIS_PUTS.add()
+
+        setattr(backend, name, counted)
+    server: Any = moto.server  # the module its main() builds the application from
+    application: Any = server.DomainDispatcherApplication
+
+    class WithKinesisPuts(application):  # type: ignore[misc]
+        """moto's WSGI application, answering the wait for Kinesis puts itself."""
+
+        def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+            if environ.get("PATH_INFO") != KINESIS_PUTS_PATH:
+                return super().__call__(environ, start_response)
+            query = parse_qs(str(environ.get("QUERY_STRING") or ""))
+            try:
+                since = int(query.get("since", ["-1"])[0])
+                seconds = min(max(float(query.get("wait", ["0"])[0]), 0.0), KINESIS_PUTS_WAIT_MAX)
+            except ValueError:
+                body, status = b'{"error": "since and wait must be numbers"}', "400 Bad Request"
+            else:
+                body, status = json.dumps({"puts": KINESIS_PUTS.wait(since, seconds)}).encode(), "200 OK"
+            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+
+    server.DomainDispatcherApplication = WithKinesisPuts
+    models._assetflow_patched = True  # type: ignore[attr-defined]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Patch moto's SQS, then run moto's server with these arguments."""
+    """Patch moto's SQS and Kinesis, then run moto's server with these arguments."""
     patch_sqs()
+    patch_kinesis()
     from moto.server import main as moto_main
 
     moto_main(list(argv) if argv is not None else sys.argv[1:])

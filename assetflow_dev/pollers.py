@@ -13,14 +13,17 @@ import abc
 import base64
 import json
 import logging
+import math
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from botocore.exceptions import ClientError
 
@@ -45,6 +48,8 @@ SHARD_DISCOVERY_SECONDS = 60.0
 PARKED_IDLE_SECONDS = 0.2
 #: Shards a stream poller reads at once, each with its own handler invocation.
 MAX_CONCURRENT_SHARDS = 16
+#: How long an idle Kinesis poller waits for a put to moto's Kinesis in one request (see ``KinesisPoller``).
+KINESIS_PUTS_WAIT_SECONDS = 20.0
 #: How long one Kafka poll waits for records (also how soon a Kafka poller notices `stop()`).
 KAFKA_POLL_TIMEOUT_MS = 500
 #: How long the broker may hold a fetch: short while records flow, long once the topic has been quiet for
@@ -1147,8 +1152,48 @@ class KinesisPoller(StreamPoller):
 
     BATCH_INFO = "KinesisBatchInfo"
 
-    def __init__(self, *, kinesis: Any, stream_arn: str, **kwargs: Any) -> None:
+    def __init__(self, *, kinesis: Any, stream_arn: str, puts_url: str | None = None, **kwargs: Any) -> None:
         super().__init__(streams=_KinesisShards(kinesis, stream_arn), stream_arn=stream_arn, **kwargs)
+        #: moto's wait for Kinesis puts (``moto_server.KINESIS_PUTS_PATH``). With it, an idle poller waits there
+        #: rather than reading every shard once a second, and after a put reads at the next tick of that once-
+        #: a-second cadence: Lambda's latency, without its polls (one request per 20 s while nothing is put).
+        self.puts_url = puts_url
+        self._puts_seen: int | None = None
+
+    def _pause(self, seconds: float) -> None:
+        if self.puts_url is None or seconds < self._idle_wait_max:
+            super()._pause(seconds)  # backing off after records, or no wait to use: as Lambda polls
+            return
+        seen, began = self._puts_seen, time.monotonic()
+        if seen is None:
+            # Where the count stands first (a put between the last read and now is read after this pause).
+            self._puts_seen = self._puts(-1, 0.0)
+            super()._pause(seconds)
+            return
+        name = threading.current_thread().name
+        self._parked[name] = began
+        try:
+            self._puts_seen = now = self._puts(seen, KINESIS_PUTS_WAIT_SECONDS)
+        finally:
+            self._parked.pop(name, None)
+        if now is None:
+            super()._pause(seconds)
+        elif now != seen and not self._stopping.is_set():
+            elapsed = time.monotonic() - began
+            self._wait(seconds * math.ceil(elapsed / seconds) - elapsed)
+
+    def _puts(self, since: int, wait: float) -> int | None:
+        """The puts moto's Kinesis has taken, once they differ from ``since`` (None: no wait to use, poll)."""
+        url = f"{self.puts_url}?{urlencode({'since': since, 'wait': wait})}"
+        try:
+            with urllib.request.urlopen(url, timeout=wait + 5) as answer:  # noqa: S310 - the runtime's own moto
+                return int(json.load(answer)["puts"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logger.warning(
+                "no wait for Kinesis puts: polling", extra={"poller": self.name, "error": str(exc)}
+            )
+            self.puts_url = None
+            return None
 
     def _read_sequence(self, record: Mapping[str, Any]) -> str:
         return str(record["SequenceNumber"])

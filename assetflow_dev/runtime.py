@@ -23,7 +23,7 @@ from typing import IO, Any, Literal, Self
 
 import boto3
 
-from assetflow.adapters.emr import EmrServerlessLauncher
+from assetflow.adapters.emr import RUN_MOVING_STATES, EmrServerlessLauncher
 from assetflow.adapters.run_tokens import KmsRunTokens
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Catalog
@@ -47,6 +47,7 @@ from assetflow_dev.failures import AsyncInvocation, S3FailureSink
 from assetflow_dev.invoke_server import LocalInvokeServer
 from assetflow_dev.launcher import EmrApiLauncher, LocalSparkLauncher
 from assetflow_dev.mirror import mirroring
+from assetflow_dev.moto_server import KINESIS_PUTS_PATH
 from assetflow_dev.pollers import (
     MAX_CONCURRENT_SHARDS,
     KafkaPoller,
@@ -144,6 +145,17 @@ class RuntimeOptions:
             raise ValueError("warm_workers must be 0 or more")
         if self.sqs_concurrency < 1:
             raise ValueError("sqs_concurrency must be at least 1")
+
+
+def moving_states_only(report: Callable[..., Any]) -> Callable[..., Any]:
+    """``report`` for the job state changes the stack's rule sends to the run-state function (``RUN_MOVING_STATES``)."""
+
+    def matched(event: dict[str, Any], context: Any = None) -> Any:
+        if (event.get("detail") or {}).get("state") not in RUN_MOVING_STATES:
+            return None
+        return report(event, context)
+
+    return matched
 
 
 class LocalRuntime:
@@ -256,8 +268,9 @@ class LocalRuntime:
             handlers["run-state"], "run-state", deps, self._job_state, writes_events=True
         )
         self.functions[f"{LOCAL_FUNCTION_PREFIX}run-state"] = run_state
-        # EventBridge invokes the run-state function asynchronously: Lambda's retries, then its on-failure queue.
-        self.launcher.report = self._asynchronously(run_state, "run-state")
+        # EventBridge invokes the run-state function asynchronously (Lambda's retries, then its on-failure queue),
+        # for the states the stack's rule matches: those that move a run.
+        self.launcher.report = moving_states_only(self._asynchronously(run_state, "run-state"))
         self._start_pollers(handlers, self.resources, deps)
         self.api = LocalApiServer(
             handler=self._invoker(handlers["api"], "api", deps, writes_events=True),
@@ -657,8 +670,10 @@ class LocalRuntime:
                     # The runtime creates its streams empty, so reading from their start is reading from when
                     # the mapping was created, which is what LATEST means on AWS (as for its Kafka topics).
                     starting_position="TRIM_HORIZON",
-                    # Lambda reads each shard of a Kinesis stream about once a second when it is idle.
+                    # Lambda reads each shard of a Kinesis stream about once a second when it is idle; the
+                    # poller waits for a put to moto instead, then reads at that cadence's next tick.
                     idle_poll_interval=KINESIS_IDLE_POLL_SECONDS,
+                    puts_url=None if self.moto is None else f"{self.moto.endpoint}{KINESIS_PUTS_PATH}",
                 )
             )
         evaluator = self._invoker(

@@ -11,14 +11,19 @@ logger = logging.getLogger(__name__)
 
 #: Locally the sweep runs every 30 s (5 minutes on AWS): a local run's lost state change is repaired soon.
 LOCAL_SWEEP_SECONDS = 30.0
-#: While nothing happens (no function ran, the last sweeps found nothing), the interval doubles up to the
-#: stack's own cadence: an idle runtime does not read every run index twice a minute.
+#: While nothing happens (no function ran, the last sweep found nothing), the interval is the stack's own
+#: cadence: an idle runtime does not read every run index twice a minute.
 IDLE_SWEEP_SECONDS = 300.0
 
 
 def next_interval(current: float, *, base: float, idle: float, quiet: bool) -> float:
-    """The wait before the next sweep: ``base`` after any activity, doubling up to ``idle`` while quiet."""
-    return min(max(current, base) * 2, max(idle, base)) if quiet else base
+    """The wait before the next sweep: ``base`` after any activity, ``idle`` (the stack's cadence) once quiet.
+
+    Quiet: no function ran since the last sweep, which found nothing to repair and nothing in flight. Then
+    nothing the sweep reads changed but through writers outside the runtime, which the stack's sweep would
+    not see sooner either.
+    """
+    return max(idle, base) if quiet else base
 
 
 def found_nothing(report: dict[str, Any] | None) -> bool:
@@ -34,8 +39,8 @@ def found_nothing(report: dict[str, Any] | None) -> bool:
 class Sweeper:
     """Invokes the reconcile function with ``{}`` every ``interval`` seconds on a daemon thread.
 
-    ``activity`` (a count of the runtime's function invocations): while it stays the same and the sweeps find
-    nothing, the interval doubles up to ``idle_interval`` (see ``next_interval``).
+    ``activity`` (a count of the runtime's function invocations): once it stays the same and a sweep finds
+    nothing, the interval is ``idle_interval`` until a function runs again (see ``next_interval``).
     """
 
     def __init__(

@@ -17,7 +17,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
-from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE
+from assetflow.adapters.emr import JOB_STATE_DETAIL_TYPE, JOB_STATE_SOURCE, RUN_MOVING_STATES
 from assetflow.adapters.extras import EXTRAS_PREFIX
 from assetflow.cdk import table_access
 from assetflow.cdk.config import EnvironmentConfig, split_location
@@ -293,10 +293,6 @@ class SparkApplication(Construct):
                         "StringLike", {"s3:prefix": [f"{p}*" for p in sorted(set(prefixes))]}
                     )
                 self.job_role.add_to_principal_policy(listing)
-
-
-#: The EMR Serverless job states that move a run (EMR_JOB_STATES maps the others to queued, or to nothing).
-RUN_MOVING_STATES = ("RUNNING", "SUCCESS", "FAILED", "CANCELLED")
 
 
 class RunStateRule(Construct):

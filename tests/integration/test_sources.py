@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 
 from assetflow.functions.handle_bucket_notifications import enable_eventbridge
 from assetflow_dev import MotoServer, client
+from assetflow_dev.moto_server import KINESIS_PUTS_PATH
 from assetflow_dev.pollers import KinesisPoller, Poller
 from tests.integration.test_pollers import Recorder, eventually, start
 
@@ -92,6 +94,63 @@ def test_records_arrive_as_lambdas_kinesis_event_and_a_reported_failure_is_retri
     eventually(lambda: any(_value(r) == "e" for e in handler.events for r in e["Records"]), what="the next")
     delivered = Counter(_value(r) for e in handler.events for r in e["Records"])
     assert delivered == {"a": 1, "b": 1, "c": 2, "d": 2, "e": 1}
+
+
+class _CountingKinesis:
+    """A Kinesis client that counts GetRecords."""
+
+    def __init__(self, kinesis: Any) -> None:
+        self.kinesis, self.reads = kinesis, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kinesis, name)
+
+    def get_records(self, **kwargs: Any) -> Any:
+        self.reads += 1
+        return self.kinesis.get_records(**kwargs)
+
+
+def test_an_idle_poller_waits_for_a_put_and_reads_at_lambdas_once_a_second_tick(
+    kinesis_client: Any, stream: tuple[str, str], pollers: list[Poller], moto_server: MotoServer
+) -> None:
+    # Given a poller of an idle stream that may wait for puts to moto's Kinesis
+    name, arn = stream
+    counting = _CountingKinesis(kinesis_client)
+    handler = Recorder(lambda event, context: {"batchItemFailures": []})
+    poller = start(
+        pollers,
+        KinesisPoller(
+            name="clicks",
+            kinesis=counting,
+            stream_arn=arn,
+            handler=handler,
+            function_name="ingest-clicks",
+            starting_position="TRIM_HORIZON",
+            idle_poll_interval=1.0,
+            puts_url=f"{moto_server.endpoint}{KINESIS_PUTS_PATH}",
+        ),
+    )
+    eventually(lambda: poller.ready, what="the poller")
+    time.sleep(3.5)  # past its back-off (reads 0.05 s to 1 s apart) and first idle pause: parked in the wait
+
+    # When nothing is put for 3 s, then a record is
+    before = counting.reads
+    time.sleep(3.0)
+    idle_reads = counting.reads - before
+    sent = time.monotonic()
+    _put(kinesis_client, name, "a")
+    eventually(lambda: handler.events, what="the record")
+    latency = time.monotonic() - sent
+
+    # Then the idle shard was not read (Lambda would have read it about 3 times), and the record came within the
+    # second that Lambda's idle poll would take
+    assert idle_reads == 0
+    assert latency < 1.5
+    assert [_value(r) for e in handler.events for r in e["Records"]] == ["a"]
+    # and a poller parked in the wait stops at once
+    began = time.monotonic()
+    poller.stop(timeout=15)
+    assert time.monotonic() - began < 2.0
 
 
 def test_a_failing_batch_is_bisected_then_kept_whole_by_the_on_failure_destination(

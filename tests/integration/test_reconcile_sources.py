@@ -193,3 +193,35 @@ def test_sqs_dead_letters_are_counted_and_replayed_through_ingest(
     assert (done.found, done.replayed) == (2, 2)
     assert sorted(e["extra"]["payload"]["order"] for e in deps.store.list_events(ORDERS).items) == [0, 1, 2]
     assert reconciler.reconcile().found == 0
+
+
+def test_an_sqs_watermark_is_written_once_a_second_per_instance_and_a_kafka_one_every_batch(
+    dynamodb_client: Any, table: str
+) -> None:
+    # Given one ingest instance's store
+    from datetime import UTC, datetime
+
+    from assetflow.core.watermarks import Watermark
+
+    store = DynamoDbStore(dynamodb_client, table)
+    queue, topic = "sqs:arn:aws:sqs:us-east-1:000000000000:orders", "kafka:local:orders"
+    now = datetime.now(UTC)
+
+    def advance(*marks: Watermark) -> None:
+        store.advance_watermarks(list(marks), now=now)
+
+    def position(source: str) -> int:
+        (mark,) = store.watermarks(source)
+        return mark.position
+
+    # When a burst's batches come within a second of each other
+    for n in (1, 2, 3):
+        advance(Watermark(queue, "", 1000 + n, f"m{n}"), Watermark(topic, "0", n, f"k{n}", first=n))
+
+    # Then the queue's watermark (a hint) was written by the first only, the topic's (gaps are read from it) by all
+    assert position(queue) == 1001
+    assert position(topic) == 3
+    # and the queue's next batch a second later writes it again
+    store.sqs_watermark_seconds = 0.0
+    advance(Watermark(queue, "", 1004, "m4"))
+    assert position(queue) == 1004

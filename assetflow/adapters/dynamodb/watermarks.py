@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -19,19 +21,38 @@ def watermark_pk(source: str) -> str:
     return partition_key("WATERMARK#", source)
 
 
+#: How often one function instance writes an SQS queue's watermark (the newest sent time recorded, a hint for
+#: reconciliation that no gap check reads): every batch would make it one hot item, updated by every
+#: concurrent poller, over DynamoDB's 1,000 writes a second per key at 10,000 messages a second.
+SQS_WATERMARK_SECONDS = 1.0
+
+
 class DynamoDbWatermarkStore(DynamoDbTable):
     """One item per source partition (``P#<partition>``), moved forward only (conditional updates)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: When this instance last wrote each SQS queue's watermark (``time.monotonic()``).
+        self._sqs_written: dict[str, float] = {}
+        self.sqs_watermark_seconds = SQS_WATERMARK_SECONDS
 
     def advance_watermarks(self, marks: Sequence[Watermark], *, now: datetime) -> None:
         """Move each source partition's watermark forward to its newest mark; an older mark changes nothing.
 
         One conditional update per source partition of the batch (not per message); a Kafka partition's
-        ``contiguous`` mark a second one, which follows only a batch that starts where it stands.
+        ``contiguous`` mark a second one, which follows only a batch that starts where it stands. An SQS
+        queue's (no partition) at most once every ``sqs_watermark_seconds`` from this instance: it may lag
+        the last second of a burst until the queue's next batch.
 
         Raises:
             StoreUnavailableError: throttled; retry.
         """
         for mark in newest(list(marks)):
+            if not mark.partition:
+                moment = time.monotonic()
+                if moment - self._sqs_written.get(mark.source, -math.inf) < self.sqs_watermark_seconds:
+                    continue
+                self._sqs_written[mark.source] = moment
             # A condition that fails means a newer message was recorded first: the watermark is past this one.
             with contextlib.suppress(ConflictError):
                 self._update(

@@ -336,7 +336,7 @@ def _create_watched_queue(sqs: Any, watcher: str, source: SqsQueue) -> QueueReso
         arn=arn,
         dlq_url=dlq_url,
         dlq_arn=dlq_arn,
-        batch_size=min(source.batch_size, 10),
+        batch_size=source.batch_size,
     )
 
 

@@ -79,3 +79,16 @@ def test_provision_creates_what_the_stack_would(
     # where give-ups go: a queue per asynchronously invoked function, a bucket for failed stream/Kafka batches
     assert set(resources.failure_queues) == {"run-state", "schedule-tick", "reconcile"}
     assert resources.failures_bucket in {b["Name"] for b in s3_client.list_buckets()["Buckets"]}
+
+
+def test_a_watched_queue_keeps_its_batch_size_above_ten_as_lambda_does_with_a_window(sqs_client: Any) -> None:
+    from assetflow import SqsQueue
+    from assetflow_dev.resources import _create_watched_queue
+
+    name = f"burst-{uuid.uuid4().hex[:8]}"
+    standard = _create_watched_queue(
+        sqs_client, "burst", SqsQueue(name, batch_size=500, max_batching_window_seconds=1)
+    )
+    fifo = _create_watched_queue(sqs_client, "ordered", SqsQueue(f"{name}.fifo", batch_size=10))
+
+    assert (standard.batch_size, fifo.batch_size) == (500, 10)

@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 
 from assetflow_dev.aws import LOCAL_ACCOUNT_ID, LOCAL_REGION
 from assetflow_dev.emulators import LOCAL_KAFKA_CONSUMER_TIMEOUTS
+from assetflow_dev.moto_server import KINESIS_PUTS_WAIT_MAX
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,6 @@ SHARD_DISCOVERY_SECONDS = 60.0
 PARKED_IDLE_SECONDS = 0.2
 #: Shards a stream poller reads at once, each with its own handler invocation.
 MAX_CONCURRENT_SHARDS = 16
-#: How long an idle Kinesis poller waits for a put to moto's Kinesis in one request (see ``KinesisPoller``).
-KINESIS_PUTS_WAIT_SECONDS = 20.0
 #: How long one Kafka poll waits for records (also how soon a Kafka poller notices `stop()`).
 KAFKA_POLL_TIMEOUT_MS = 500
 #: How long the broker may hold a fetch: short while records flow, long once the topic has been quiet for
@@ -1173,7 +1172,7 @@ class KinesisPoller(StreamPoller):
         name = threading.current_thread().name
         self._parked[name] = began
         try:
-            self._puts_seen = now = self._puts(seen, KINESIS_PUTS_WAIT_SECONDS)
+            self._puts_seen = now = self._puts(seen, KINESIS_PUTS_WAIT_MAX)
         finally:
             self._parked.pop(name, None)
         if now is None:
@@ -1189,6 +1188,8 @@ class KinesisPoller(StreamPoller):
             with urllib.request.urlopen(url, timeout=wait + 5) as answer:  # noqa: S310 - the runtime's own moto
                 return int(json.load(answer)["puts"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
+            if self._stopping.is_set():
+                return None  # moto is going away with the runtime
             logger.warning(
                 "no wait for Kinesis puts: polling", extra={"poller": self.name, "error": str(exc)}
             )

@@ -28,7 +28,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from assetflow.core.errors import AssetflowError
-from assetflow.core.events import OUTLET_TOKEN_SCHEME as RUN_TOKEN_SCHEME
+from assetflow.core.events import OUTLET_TOKEN_SCHEME
 
 _MEMO_SIZE = 4096
 #: What scheme 2 derives its key from: the KMS MAC of this label (changing it moves every run's place).
@@ -53,7 +53,7 @@ class KmsRunTokens:
         self._derived: bytes | None = None
         self._deriving = threading.Lock()
 
-    def token(self, run_id: str, *, scheme: int = RUN_TOKEN_SCHEME) -> str:
+    def token(self, run_id: str, *, scheme: int = OUTLET_TOKEN_SCHEME) -> str:
         """The run's token: the same on every call, for every function, as long as the key lives.
 
         Raises:
@@ -61,7 +61,7 @@ class KmsRunTokens:
             botocore.exceptions.ClientError: KMS refused (access, a disabled key).
             ValueError: an unknown scheme.
         """
-        if scheme == RUN_TOKEN_SCHEME:
+        if scheme == OUTLET_TOKEN_SCHEME:
             mac = hmac.new(self._derived_key(), run_id.encode(), hashlib.sha256).digest()
             return _urlsafe(mac)
         if scheme != 1:
@@ -104,4 +104,4 @@ def _urlsafe(mac: bytes) -> str:
     return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
-__all__ = ["RUN_TOKEN_SCHEME", "KmsRunTokens", "RunTokenUnavailableError"]
+__all__ = ["KmsRunTokens", "RunTokenUnavailableError"]

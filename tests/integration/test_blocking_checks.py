@@ -18,7 +18,7 @@ import pytest
 from assetflow import Asset, Catalog, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.composition import Dependencies, Settings
-from assetflow.core.events import AssetEvent, Run
+from assetflow.core.events import OUTLET_TOKEN_SCHEME, AssetEvent, Run
 from assetflow.core.pipeline import Pipeline as PipelineType
 from assetflow.functions import handle_api
 from assetflow.usecases import views
@@ -62,7 +62,7 @@ class JobOutputs:
         outlets[CLEAN.uri].check("not_empty", passed=passed, blocking=True)
         self.documents[run_id] = {"run_id": run_id, "events": outlets.events()}
 
-    def outlet_metadata(self, pipeline: str, run_id: str, *, token_scheme: int = 2) -> dict[str, Any] | None:
+    def outlet_metadata(self, pipeline: str, run_id: str, *, token_scheme: int = OUTLET_TOKEN_SCHEME) -> dict[str, Any] | None:
         return self.documents.get(run_id)
 
 

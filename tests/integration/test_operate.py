@@ -18,7 +18,7 @@ import pytest
 from assetflow import Asset, Catalog, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.core.errors import NotFoundError
-from assetflow.core.events import AssetEvent, Run, RunState
+from assetflow.core.events import OUTLET_TOKEN_SCHEME, AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline as PipelineType
 from assetflow.ports import JobAlreadyEndedError
 from assetflow.usecases import views
@@ -54,7 +54,7 @@ class Launcher:
 
 class Outputs:
     def outlet_metadata(
-        self, pipeline: str, run_id: str, *, token_scheme: int = 2
+        self, pipeline: str, run_id: str, *, token_scheme: int = OUTLET_TOKEN_SCHEME
     ) -> Mapping[str, Any] | None:
         return None
 

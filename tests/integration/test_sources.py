@@ -41,6 +41,16 @@ def pollers() -> Iterator[list[Poller]]:
         assert not poller.running
 
 
+def _clicks_poller(kinesis: Any, arn: str, handler: Any, **options: Any) -> KinesisPoller:
+    """A poller of the test stream from its start, as the ``clicks`` watcher's mapping reads it."""
+    settings: dict[str, Any] = {
+        "function_name": "ingest-clicks",
+        "starting_position": "TRIM_HORIZON",
+        "idle_poll_interval": 0.2,
+    } | options
+    return KinesisPoller(name="clicks", kinesis=kinesis, stream_arn=arn, handler=handler, **settings)
+
+
 def _put(kinesis_client: Any, name: str, *values: str) -> None:
     for value in values:
         kinesis_client.put_record(StreamName=name, Data=json.dumps({"v": value}).encode(), PartitionKey="p")
@@ -70,15 +80,7 @@ def test_records_arrive_as_lambdas_kinesis_event_and_a_reported_failure_is_retri
     handler = Recorder(handle)
     poller = start(
         pollers,
-        KinesisPoller(
-            name="clicks",
-            kinesis=kinesis_client,
-            stream_arn=arn,
-            handler=handler,
-            function_name="ingest-clicks",
-            starting_position="TRIM_HORIZON",
-            idle_poll_interval=0.2,
-        ),
+        _clicks_poller(kinesis_client, arn, handler),
     )
     eventually(lambda: len(handler.events) >= 2 and poller.idle, what="the retry")
     first, second = handler.events[:2]
@@ -119,13 +121,10 @@ def test_an_idle_poller_waits_for_a_put_and_reads_at_lambdas_once_a_second_tick(
     handler = Recorder(lambda event, context: {"batchItemFailures": []})
     poller = start(
         pollers,
-        KinesisPoller(
-            name="clicks",
-            kinesis=counting,
-            stream_arn=arn,
-            handler=handler,
-            function_name="ingest-clicks",
-            starting_position="TRIM_HORIZON",
+        _clicks_poller(
+            counting,
+            arn,
+            handler,
             idle_poll_interval=1.0,
             puts_url=f"{moto_server.endpoint}{KINESIS_PUTS_PATH}",
         ),
@@ -168,17 +167,7 @@ def test_a_failing_batch_is_bisected_then_kept_whole_by_the_on_failure_destinati
     handler = Recorder(handle)
     poller = start(
         pollers,
-        KinesisPoller(
-            name="clicks",
-            kinesis=kinesis_client,
-            stream_arn=arn,
-            handler=handler,
-            function_name="ingest-clicks",
-            starting_position="TRIM_HORIZON",
-            retry_attempts=1,
-            on_failure=kept.append,
-            idle_poll_interval=0.2,
-        ),
+        _clicks_poller(kinesis_client, arn, handler, retry_attempts=1, on_failure=kept.append),
     )
     eventually(lambda: kept and poller.idle, what="the poison record given up")
     (record,) = kept
@@ -231,16 +220,13 @@ def test_a_given_up_kinesis_batch_lands_in_the_failures_bucket_under_its_shard(
 
     poller = start(
         pollers,
-        KinesisPoller(
-            name="clicks",
-            kinesis=kinesis_client,
-            stream_arn=arn,
-            handler=Recorder(handle),
+        _clicks_poller(
+            kinesis_client,
+            arn,
+            Recorder(handle),
             function_name="assetflow-local-ingest-clicks",
-            starting_position="TRIM_HORIZON",
             retry_attempts=0,
             on_failure=S3FailureSink(s3, bucket, "ingest-clicks"),
-            idle_poll_interval=0.2,
         ),
     )
     eventually(lambda: poller.stats.dead_lettered == 1, what="the batch given up")

@@ -23,7 +23,7 @@ import pytest
 
 from assetflow import Asset, Catalog, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.core.events import AssetEvent, Run
+from assetflow.core.events import OUTLET_TOKEN_SCHEME, AssetEvent, Run
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.job_state import RunStates
 from assetflow_dev import client
@@ -77,7 +77,7 @@ class Launcher:
 
 
 class NoOutputs:
-    def outlet_metadata(self, pipeline: str, run_id: str, *, token_scheme: int = 2) -> None:
+    def outlet_metadata(self, pipeline: str, run_id: str, *, token_scheme: int = OUTLET_TOKEN_SCHEME) -> None:
         return None
 
 

@@ -9,8 +9,12 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from assetflow.core.watermarks import position_of
+from assetflow.functions._observe import log_batch
 from assetflow.ports import Accepted, Outcome, Quarantined
 from assetflow.usecases.ingest import Ingest
+
+#: What the messages of one batch usually have in common, said once in its log line.
+_SHARED_FACTS = ("watcher", "asset")
 
 
 def store_batch(
@@ -32,6 +36,8 @@ def store_batch(
     """
     answers = ingest.store_outcomes(outcomes, now=now, lanes=lanes)
     errors: list[Exception | None] = []
+    stored: list[dict[str, Any]] = []
+    redelivered: list[dict[str, Any]] = []
     for outcome, answer in zip(outcomes, answers, strict=True):
         if isinstance(answer, Exception):
             errors.append(answer)
@@ -56,10 +62,7 @@ def store_batch(
             if outcome.detached is not None:
                 facts["extra_uri"] = outcome.detached.uri
                 facts["extra_bytes"] = outcome.detached.size
-            logger.info(
-                f"{noun} stored as an event" if created else f"redelivered {noun}: its event exists already",
-                extra=facts,
-            )
+            (stored if created else redelivered).append(facts)
             continue
         # The reason may quote the payload; it is kept in the quarantine record, not in the logs.
         logger.warning(
@@ -68,9 +71,16 @@ def store_batch(
         )
         if created:
             metrics.add_metric(name="QuarantinedMessages", unit=MetricUnit.Count, value=1)
-    stored = sum(1 for o, a in zip(outcomes, answers, strict=True) if isinstance(o, Accepted) and a is True)
+    log_batch(logger, f"{noun}s stored as events", stored, shared=_SHARED_FACTS, count=len(stored))
+    log_batch(
+        logger,
+        f"redelivered {noun}s: their events exist already",
+        redelivered,
+        shared=_SHARED_FACTS,
+        count=len(redelivered),
+    )
     if stored:
-        metrics.add_metric(name="EventsStored", unit=MetricUnit.Count, value=stored)
+        metrics.add_metric(name="EventsStored", unit=MetricUnit.Count, value=len(stored))
     _advance_watermarks(outcomes, errors, ingest, now=now, logger=logger)
     return errors
 

@@ -14,11 +14,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from assetflow.composition import Dependencies, dependencies
 from assetflow.core.events import AssetEvent, Run
-from assetflow.functions._observe import flush_metrics
+from assetflow.functions._observe import flush_metrics, log_batch
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from assetflow.usecases.evaluate import Evaluation
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-evaluator"
 logger = Logger(service=SERVICE)
@@ -95,29 +97,18 @@ def lambda_handler(
         for run in result.runs:
             for triggering in run.triggering_events:
                 runs_of.setdefault(triggering.id, []).append(run.run_id)
-        for _, found in events:
-            logger.info(
-                "event evaluated",
-                extra={
-                    "event_id": found.id,
-                    "asset": found.asset,
-                    "pipelines": result.pipelines_of.get(found.id, []),
-                    "run_ids": runs_of.get(found.id, []),
-                    "message_id": _message_id(found),
-                    "failed": found.id in result.failed,
-                },
-            )
         _record_metrics(result.runs, len(result.submitted), events, seconds=time.perf_counter() - began)
-        logger.info(
+        log_batch(
+            logger,
             "batch evaluated",
-            extra={
-                "events": len(events),
-                "routed": len(result.routed),
-                "runs": [r.run_id for r in result.runs],
-                "submitted": len(result.submitted),
-                "conflicts": result.conflicts,
-                "failed": len(result.failed),
-            },
+            [_evaluated(found, result, runs_of.get(found.id, [])) for _, found in events],
+            shared=("asset",),
+            events=len(events),
+            routed=len(result.routed),
+            runs=len(result.runs),
+            submitted=len(result.submitted),
+            conflicts=result.conflicts,
+            failed=len(result.failed),
         )
     order = {str((r.get("dynamodb") or {}).get("SequenceNumber", "")): n for n, r in enumerate(records)}
     failed.sort(key=lambda s: order.get(s, 0))
@@ -127,6 +118,21 @@ def lambda_handler(
 
         raise BatchProcessingError(f"all {len(records)} stream records failed")
     return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
+
+
+def _evaluated(event: AssetEvent, result: Evaluation, run_ids: list[str]) -> dict[str, Any]:
+    """What the batch's log line says of one event: where it came from, what it routed to, what it started."""
+    item: dict[str, Any] = {"event_id": event.id, "asset": event.asset}
+    message_id = _message_id(event)
+    if message_id is not None:
+        item["message_id"] = message_id
+    if result.pipelines_of.get(event.id):
+        item["pipelines"] = result.pipelines_of[event.id]
+    if run_ids:
+        item["run_ids"] = run_ids
+    if event.id in result.failed:
+        item["failed"] = True
+    return item
 
 
 def _message_id(event: AssetEvent) -> str | None:

@@ -10,6 +10,11 @@ the emulator hours to drain, which measures moto, not assetflow.
 read from the queue, and a delete that stops at the message it deletes. The counts stay exact. It checks that
 the moto it patches has what it replaces (the version is pinned in ``requirements-local.txt``).
 
+``patch_dispatch`` keeps two things moto 5.2 works out again for every request: the list of its service
+modules (read from the disk to match the request's host: a directory listing and a ``stat`` per module, a quarter
+of the server's CPU in a burst) and the table of a service's error shapes (its cache is made anew each time, so
+every error answer, such as S3's NoSuchKey for a run that wrote no outlet metadata, rebuilt it).
+
 ``patch_kinesis`` counts Kinesis puts and answers a long poll for the next one (not an AWS API), so that the
 local Kinesis poller waits there while its shards are idle instead of reading each one every second.
 """
@@ -112,6 +117,42 @@ def patch_sqs() -> None:
     models._assetflow_patched = True  # type: ignore[attr-defined]
 
 
+def patch_dispatch() -> None:
+    """Keep moto's module list and its services' error tables instead of building them per request; idempotent.
+
+    Raises:
+        RuntimeError: the installed moto is not the one these patches fit.
+    """
+    import moto
+    from moto import backends
+    from moto.core import errors
+
+    if getattr(backends, "_assetflow_patched", False):
+        return
+    if moto.__version__ != PATCHED_MOTO:
+        raise RuntimeError(f"assetflow patches moto {PATCHED_MOTO}'s dispatch; found moto {moto.__version__}")
+    factory: Any = errors.ErrorLookupFactory
+    for owner, name in ((backends, "list_of_moto_modules"), (factory, "for_service")):
+        if not hasattr(owner, name):
+            raise RuntimeError(f"moto has no {name}: the dispatch patches do not fit")
+    modules = tuple(backends.list_of_moto_modules())  # the installed package does not change under the server
+    backends.list_of_moto_modules = lambda: modules
+    build = factory.for_service
+    tables: dict[str, Any] = {}
+
+    def for_service(self: Any, service_model: Any) -> Any:
+        service_id = service_model.metadata.get("serviceId")
+        if service_id is None:
+            return build(self, service_model)
+        table = tables.get(service_id)
+        if table is None:
+            table = tables[service_id] = build(self, service_model)
+        return table
+
+    factory.for_service = for_service
+    backends._assetflow_patched = True  # type: ignore[attr-defined]
+
+
 # ---- Kinesis: a wait for the next put, so that an idle local shard is not read every second -------------------
 
 #: Not an AWS API: ``GET <moto>/_assetflow/kinesis-puts?since=N&wait=S`` answers ``{"puts": M}``, the number of
@@ -185,8 +226,9 @@ def patch_kinesis() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Patch moto's SQS and Kinesis, then run moto's server with these arguments."""
+    """Patch moto's SQS, dispatch and Kinesis, then run moto's server with these arguments."""
     patch_sqs()
+    patch_dispatch()
     patch_kinesis()
     from moto.server import main as moto_main
 

@@ -1,0 +1,65 @@
+"""The local moto server keeps its module list and error tables: same answers, no per-request rebuild."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+from assetflow_dev import client
+from assetflow_dev.emulators import MotoServer
+
+CHECK = textwrap.dedent(
+    """
+    import os
+    from botocore.loaders import Loader
+    from botocore.model import ServiceModel
+    from moto import backends
+    from moto.core import errors
+    from assetflow_dev.moto_server import patch_dispatch
+
+    before = list(backends.list_of_moto_modules())
+    patch_dispatch()
+    patch_dispatch()  # idempotent
+
+    def no_disk(*args, **kwargs):
+        raise AssertionError("the module list was read from the disk again")
+
+    listdir, os.listdir = os.listdir, no_disk
+    assert list(backends.list_of_moto_modules()) == before and "s3" in before
+    os.listdir = listdir
+    s3 = ServiceModel(Loader().load_service_model("s3", "service-2"), "s3")
+    first = errors.ErrorLookupFactory().for_service(s3)
+    assert errors.ErrorLookupFactory().for_service(s3) is first  # built once, not per error answer
+    print("ok")
+    """
+)
+
+
+def test_the_patched_dispatch_answers_from_memory() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_the_runtimes_moto_still_answers_each_service_and_its_errors(moto_server: MotoServer) -> None:
+    s3 = client("s3", moto_server.endpoint)
+    sqs = client("sqs", moto_server.endpoint)
+    bucket = f"dispatch-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    for _ in range(2):  # the second answer comes from the kept table
+        with pytest.raises(ClientError) as missing:
+            s3.get_object(Bucket=bucket, Key="runs/none/metadata.json")
+        assert missing.value.response["Error"]["Code"] == "NoSuchKey"
+    with pytest.raises(ClientError) as no_queue:
+        sqs.get_queue_url(QueueName=f"absent-{uuid.uuid4().hex[:8]}")
+    assert "NonExistentQueue" in no_queue.value.response["Error"]["Code"]
+    url = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "x"

@@ -35,6 +35,8 @@ CHECK = textwrap.dedent(
     s3 = ServiceModel(Loader().load_service_model("s3", "service-2"), "s3")
     first = errors.ErrorLookupFactory().for_service(s3)
     assert errors.ErrorLookupFactory().for_service(s3) is first  # built once, not per error answer
+    import logging
+    assert logging.getLogger("werkzeug").level == logging.WARNING  # no access-log line per request
     print("ok")
     """
 )
@@ -63,3 +65,27 @@ def test_the_runtimes_moto_still_answers_each_service_and_its_errors(moto_server
     url = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="x")
     assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "x"
+
+
+def test_job_runs_are_found_by_id_and_an_unknown_one_is_still_refused(moto_server: MotoServer) -> None:
+    emr = client("emr-serverless", moto_server.endpoint)
+    tag = uuid.uuid4().hex[:8]
+    application = emr.create_application(
+        name=f"dispatch-{tag}", releaseLabel="emr-7.12.0", type="SPARK", clientToken=tag
+    )["applicationId"]
+    started = [
+        emr.start_job_run(
+            applicationId=application,
+            executionRoleArn="arn:aws:iam::123456789012:role/jobs",
+            clientToken=f"{tag}-{n}",
+            name=f"run-{n}",
+            jobDriver={"sparkSubmit": {"entryPoint": "s3://code/job.py"}},
+        )["jobRunId"]
+        for n in range(3)
+    ]
+    for n, job_run_id in enumerate(started):
+        found = emr.get_job_run(applicationId=application, jobRunId=job_run_id)["jobRun"]
+        assert found["jobRunId"] == job_run_id and found["name"] == f"run-{n}"
+    with pytest.raises(ClientError) as unknown:
+        emr.get_job_run(applicationId=application, jobRunId="0000000000000000")
+    assert unknown.value.response["Error"]["Code"] == "ResourceNotFoundException"

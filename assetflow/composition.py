@@ -399,6 +399,7 @@ class Dependencies:
             job_lookup=getattr(self.launcher, "run_id_of_job", None),
             extras=self.extras,
             admit=self.operations.admit,
+            releases=self.store,
         )
 
     @cached_property

@@ -17,7 +17,15 @@ from assetflow.core.jsonvalue import canonical_json
 from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES, MAX_PAYLOAD_DEPTH, nesting_exceeds
 from assetflow.core.listeners import alias_json, asset_json
 from assetflow.core.pipeline import Pipeline
-from assetflow.ports import Detached, ExtrasStore, ExtraTooLargeError, OutletMetadataError, RunOutputs, Store
+from assetflow.ports import (
+    Detached,
+    ExtrasStore,
+    ExtraTooLargeError,
+    OutletMetadataError,
+    Releases,
+    RunOutputs,
+    Store,
+)
 from assetflow.usecases.evaluate import Evaluation, Evaluator
 from assetflow_job.contract import MAX_VERSION_CHARS, REF_KEY
 
@@ -181,6 +189,7 @@ class RunStates:
         job_lookup: Callable[[str], str | None] | None = None,
         extras: ExtrasStore | None = None,
         admit: Callable[[str], list[Run]] | None = None,
+        releases: Releases | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
@@ -191,6 +200,8 @@ class RunStates:
         self._job_lookup = job_lookup
         #: Admits a pipeline's held runs (manual, replayed, backfilled) when a slot frees; returns them.
         self._admit = admit
+        #: Where an outlet event a blocking check holds is kept findable by its id (for its release).
+        self.releases = releases
 
     def handle_state_change(
         self, job_run_id: str, emr_state: str, application_id: str, *, job_run_name: str | None = None
@@ -368,10 +379,9 @@ class RunStates:
                 # repeated delivery writes the same object again).
                 self.extras.write(detached)
             stored, new = self.store.put_event(event, dedupe_key=dedupe_key, now=now)
-            mark_held = getattr(self.store, "mark_held", None)
-            if held_by_check(stored) and mark_held is not None:
+            if held_by_check(stored) and self.releases is not None:
                 # `assetflow events release EVENT_ID` finds it by its id (every delivery: a put)
-                mark_held(stored)
+                self.releases.mark_held(stored)
             if new:
                 result.emitted.append(stored)
         logger.info(

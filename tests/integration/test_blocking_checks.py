@@ -62,7 +62,9 @@ class JobOutputs:
         outlets[CLEAN.uri].check("not_empty", passed=passed, blocking=True)
         self.documents[run_id] = {"run_id": run_id, "events": outlets.events()}
 
-    def outlet_metadata(self, pipeline: str, run_id: str, *, token_scheme: int = OUTLET_TOKEN_SCHEME) -> dict[str, Any] | None:
+    def outlet_metadata(
+        self, pipeline: str, run_id: str, *, token_scheme: int = OUTLET_TOKEN_SCHEME
+    ) -> dict[str, Any] | None:
         return self.documents.get(run_id)
 
 
@@ -93,6 +95,7 @@ class World:
             outputs=self.outputs,
             evaluator=self.evaluator,
             clock=self.clock,
+            releases=self.store,
         )
         path = tmp_path / "catalog.json"
         path.write_text(json.dumps(self.catalog.to_document()))

@@ -42,23 +42,48 @@ def _now_ms() -> float:
     return time.time() * 1000.0
 
 
+def _needs_patching(marked: Any, what: str, replaced: Sequence[tuple[Any, str]]) -> bool:
+    """Whether ``what`` is still to patch (``marked`` carries the flag), checking that the patches fit this moto.
+
+    Raises:
+        RuntimeError: the installed moto is not the pinned one, or lacks what the patches replace.
+    """
+    import moto
+
+    if getattr(marked, "_assetflow_patched", False):
+        return False
+    if moto.__version__ != PATCHED_MOTO:
+        raise RuntimeError(f"assetflow patches moto {PATCHED_MOTO}'s {what}; found moto {moto.__version__}")
+    for owner, name in replaced:
+        if not hasattr(owner, name):
+            raise RuntimeError(
+                f"moto's {getattr(owner, '__name__', owner)} has no {name}: the {what} patches do not fit"
+            )
+    return True
+
+
 def patch_sqs() -> None:
     """Replace moto's per-depth SQS paths with per-message ones; idempotent.
 
     Raises:
         RuntimeError: the installed moto is not the one these patches fit.
     """
-    import moto
     from moto.sqs import models
     from moto.sqs.exceptions import ReceiptHandleIsInvalid
 
-    if getattr(models, "_assetflow_patched", False):
-        return
-    if moto.__version__ != PATCHED_MOTO:
-        raise RuntimeError(f"assetflow patches moto {PATCHED_MOTO}'s SQS; found moto {moto.__version__}")
     message_cls: Any = models.Message
     queue_cls: Any = models.Queue
     backend_cls: Any = models.SQSBackend
+    replaced = (
+        (message_cls, "visible"),
+        (message_cls, "delayed"),
+        (queue_cls, "messages"),
+        (queue_cls, "approximate_number_of_messages"),
+        (queue_cls, "delete_message"),
+        (backend_cls, "is_message_valid_based_on_retention_period"),
+    )
+    if not _needs_patching(models, "SQS", replaced):
+        return
 
     def visible(self: Any) -> bool:
         return bool(_now_ms() > self.visible_at)
@@ -100,16 +125,6 @@ def patch_sqs() -> None:
         retain_until = int(queue.message_retention_period) + message.sent_timestamp / 1000
         return bool(retain_until > time.time())
 
-    for owner, name in (
-        (message_cls, "visible"),
-        (message_cls, "delayed"),
-        (queue_cls, "messages"),
-        (queue_cls, "approximate_number_of_messages"),
-        (queue_cls, "delete_message"),
-        (backend_cls, "is_message_valid_based_on_retention_period"),
-    ):
-        if not hasattr(owner, name):
-            raise RuntimeError(f"moto's {owner.__name__} has no {name}: the SQS patches do not fit")
     message_cls.visible = property(visible)
     message_cls.delayed = property(delayed)
     queue_cls.messages = property(messages)
@@ -127,18 +142,20 @@ def patch_dispatch() -> None:
     Raises:
         RuntimeError: the installed moto is not the one these patches fit.
     """
-    import moto
     from moto import backends
     from moto.core import errors
+    from moto.emrserverless import models
 
-    if getattr(backends, "_assetflow_patched", False):
-        return
-    if moto.__version__ != PATCHED_MOTO:
-        raise RuntimeError(f"assetflow patches moto {PATCHED_MOTO}'s dispatch; found moto {moto.__version__}")
     factory: Any = errors.ErrorLookupFactory
-    for owner, name in ((backends, "list_of_moto_modules"), (factory, "for_service")):
-        if not hasattr(owner, name):
-            raise RuntimeError(f"moto has no {name}: the dispatch patches do not fit")
+    job_runs: Any = models.EMRServerlessBackend
+    replaced = (
+        (backends, "list_of_moto_modules"),
+        (factory, "for_service"),
+        (job_runs, "start_job_run"),
+        (job_runs, "get_job_run"),
+    )
+    if not _needs_patching(backends, "dispatch", replaced):
+        return
     modules = tuple(backends.list_of_moto_modules())  # the installed package does not change under the server
     backends.list_of_moto_modules = lambda: modules
     build = factory.for_service
@@ -154,19 +171,13 @@ def patch_dispatch() -> None:
         return table
 
     factory.for_service = for_service
-    _index_job_runs()
+    _index_job_runs(job_runs)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     backends._assetflow_patched = True  # type: ignore[attr-defined]
 
 
-def _index_job_runs() -> None:
+def _index_job_runs(backend_cls: Any) -> None:
     """GetJobRun by a dict lookup: moto scans the application's list twice (quadratic over a burst)."""
-    from moto.emrserverless import models
-
-    backend_cls: Any = models.EMRServerlessBackend
-    for name in ("start_job_run", "get_job_run"):
-        if not hasattr(backend_cls, name):
-            raise RuntimeError(f"moto's EMRServerlessBackend has no {name}: the dispatch patches do not fit")
     start, get = backend_cls.start_job_run, backend_cls.get_job_run
 
     def index(backend: Any) -> dict[tuple[str, str], Any]:

@@ -81,14 +81,33 @@ def test_provision_creates_what_the_stack_would(
     assert resources.failures_bucket in {b["Name"] for b in s3_client.list_buckets()["Buckets"]}
 
 
-def test_a_watched_queue_keeps_its_batch_size_above_ten_as_lambda_does_with_a_window(sqs_client: Any) -> None:
-    from assetflow import SqsQueue
-    from assetflow_dev.resources import _create_watched_queue
+def test_a_watched_queue_keeps_its_batch_size_above_ten_as_lambda_does_with_a_window(
+    dynamodb_local: DynamoDbLocal, moto_server: MotoServer, names: ResourceNames, tmp_path: Path
+) -> None:
+    from assetflow import Asset, AssetWatcher, Catalog, SqsQueue
 
     name = f"burst-{uuid.uuid4().hex[:8]}"
-    standard = _create_watched_queue(
-        sqs_client, "burst", SqsQueue(name, batch_size=500, max_batching_window_seconds=1)
+    catalog = Catalog.build(
+        [
+            Asset(
+                "x-a://burst",
+                watchers=[
+                    AssetWatcher("burst", SqsQueue(name, batch_size=500, max_batching_window_seconds=1))
+                ],
+            ),
+            Asset(
+                "x-a://ordered", watchers=[AssetWatcher("ordered", SqsQueue(f"{name}.fifo", batch_size=10))]
+            ),
+        ]
     )
-    fifo = _create_watched_queue(sqs_client, "ordered", SqsQueue(f"{name}.fifo", batch_size=10))
 
-    assert (standard.batch_size, fifo.batch_size) == (500, 10)
+    resources = provision(
+        catalog,
+        dynamodb_endpoint=dynamodb_local.endpoint,
+        moto_endpoint=moto_server.endpoint,
+        kafka=None,
+        work_dir=tmp_path,
+        names=names,
+    )
+
+    assert (resources.queues["burst"].batch_size, resources.queues["ordered"].batch_size) == (500, 10)

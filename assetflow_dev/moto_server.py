@@ -232,13 +232,17 @@ KINESIS_PUTS = _Puts()
 
 
 def patch_kinesis() -> None:
-    """Count moto's Kinesis puts (``KINESIS_PUTS``) and serve the wait for them; idempotent."""
+    """Count moto's Kinesis puts (``KINESIS_PUTS``) and serve the wait for them; idempotent.
+
+    Raises:
+        RuntimeError: the installed moto is not the one these patches fit.
+    """
     import moto.server
     from moto.kinesis import models
 
-    if getattr(models, "_assetflow_patched", False):
-        return
     backend: Any = models.KinesisBackend
+    if not _needs_patching(models, "Kinesis", ((backend, "put_record"), (backend, "put_records"))):
+        return
     for name in ("put_record", "put_records"):
         original = getattr(backend, name)
 

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from assetflow_dev import client
 from assetflow_dev.emulators import MotoServer
+from assetflow_dev.moto_server import PATCHED_MOTO
 
 CHECK = textwrap.dedent(
     """
@@ -89,3 +90,31 @@ def test_job_runs_are_found_by_id_and_an_unknown_one_is_still_refused(moto_serve
     with pytest.raises(ClientError) as unknown:
         emr.get_job_run(applicationId=application, jobRunId="0000000000000000")
     assert unknown.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+REFUSE = textwrap.dedent(
+    """
+    import sys
+    import moto
+    from assetflow_dev import moto_server
+
+    moto.__version__ = "0.0.0"
+    try:
+        getattr(moto_server, sys.argv[1])()
+    except RuntimeError as exc:
+        print(exc)
+    else:
+        print("patched")
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("patch", "what"), [("patch_sqs", "SQS"), ("patch_dispatch", "dispatch"), ("patch_kinesis", "Kinesis")]
+)
+def test_each_patch_refuses_a_moto_it_was_not_written_for(patch: str, what: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSE, patch], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"assetflow patches moto {PATCHED_MOTO}'s {what}; found moto 0.0.0"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from assetflow.core.catalog import Catalog
 from assetflow_dev import (
     DynamoDbLocal,
     Emulator,
@@ -17,6 +19,7 @@ from assetflow_dev import (
     TansuBroker,
     client,
 )
+from assetflow_dev.resources import LocalResources, ResourceNames, provision
 
 _HERE = Path(__file__).parent
 _startup_seconds: dict[str, float] = {}
@@ -112,3 +115,29 @@ def events_client(moto_server: MotoServer) -> Any:
 @pytest.fixture
 def emr_serverless_client(moto_server: MotoServer) -> Any:
     return client("emr-serverless", moto_server.endpoint)
+
+
+@pytest.fixture
+def provisioned(
+    dynamodb_local: DynamoDbLocal, moto_server: MotoServer, tmp_path: Path
+) -> Callable[..., LocalResources]:
+    """Provision a catalog's local resources on the session's emulators (fresh names unless ``names``)."""
+
+    def provisioned_for(
+        catalog: Catalog,
+        *,
+        names: ResourceNames | None = None,
+        kafka: TansuBroker | None = None,
+        repo_root: Path | None = None,
+    ) -> LocalResources:
+        return provision(
+            catalog,
+            dynamodb_endpoint=dynamodb_local.endpoint,
+            moto_endpoint=moto_server.endpoint,
+            kafka=kafka,
+            work_dir=tmp_path,
+            names=names or ResourceNames(prefix=f"af-{uuid.uuid4().hex[:8]}"),
+            repo_root=repo_root,
+        )
+
+    return provisioned_for

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from assetflow.loader import load_catalog
-from assetflow_dev import DynamoDbLocal, MotoServer, TansuBroker
-from assetflow_dev.resources import MAX_RECEIVE_COUNT, ResourceNames, provision
+from assetflow_dev import TansuBroker
+from assetflow_dev.resources import MAX_RECEIVE_COUNT, LocalResources, ResourceNames
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,30 +23,20 @@ def names() -> ResourceNames:
 
 
 def test_provision_creates_what_the_stack_would(
-    dynamodb_local: DynamoDbLocal,
-    moto_server: MotoServer,
+    provisioned: Callable[..., LocalResources],
     kafka_broker: TansuBroker,
     sqs_client: Any,
     s3_client: Any,
     dynamodb_client: Any,
     emr_serverless_client: Any,
     names: ResourceNames,
-    tmp_path: Path,
 ) -> None:
     # Given
     catalog = load_catalog(str(REPO_ROOT / "pipelines"))
 
     # When: provisioned twice (a restart reuses what exists)
     for _ in range(2):
-        resources = provision(
-            catalog,
-            dynamodb_endpoint=dynamodb_local.endpoint,
-            moto_endpoint=moto_server.endpoint,
-            kafka=kafka_broker,
-            work_dir=tmp_path,
-            names=names,
-            repo_root=REPO_ROOT,
-        )
+        resources = provisioned(catalog, names=names, kafka=kafka_broker, repo_root=REPO_ROOT)
 
     # Then: the table with its stream
     table = dynamodb_client.describe_table(TableName=names.table)["Table"]
@@ -82,7 +73,7 @@ def test_provision_creates_what_the_stack_would(
 
 
 def test_a_watched_queue_keeps_its_batch_size_above_ten_as_lambda_does_with_a_window(
-    dynamodb_local: DynamoDbLocal, moto_server: MotoServer, names: ResourceNames, tmp_path: Path
+    provisioned: Callable[..., LocalResources], names: ResourceNames
 ) -> None:
     from assetflow import Asset, AssetWatcher, Catalog, SqsQueue
 
@@ -101,13 +92,6 @@ def test_a_watched_queue_keeps_its_batch_size_above_ten_as_lambda_does_with_a_wi
         ]
     )
 
-    resources = provision(
-        catalog,
-        dynamodb_endpoint=dynamodb_local.endpoint,
-        moto_endpoint=moto_server.endpoint,
-        kafka=None,
-        work_dir=tmp_path,
-        names=names,
-    )
+    resources = provisioned(catalog, names=names)
 
     assert (resources.queues["burst"].batch_size, resources.queues["ordered"].batch_size) == (500, 10)

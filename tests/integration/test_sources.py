@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -238,10 +238,9 @@ def test_a_given_up_kinesis_batch_lands_in_the_failures_bucket_under_its_shard(
 
 
 def test_a_pattern_on_a_bus_of_its_own_and_a_second_watcher_of_one_bucket(
-    moto_server: MotoServer, dynamodb_local: Any, tmp_path: Any
+    moto_server: MotoServer, provisioned: Callable[..., Any]
 ) -> None:
     from assetflow import Asset, AssetWatcher, Catalog, EventBridgePattern, S3ObjectCreated
-    from assetflow_dev.resources import ResourceNames, provision
 
     bucket = f"shared-{uuid.uuid4().hex[:8]}"
     catalog = Catalog.build(
@@ -254,14 +253,7 @@ def test_a_pattern_on_a_bus_of_its_own_and_a_second_watcher_of_one_bucket(
             Asset("x-a://raw", watchers=[AssetWatcher("raw", S3ObjectCreated(bucket, prefix="raw/"))]),
         ]
     )
-    resources = provision(
-        catalog,
-        dynamodb_endpoint=dynamodb_local.endpoint,
-        moto_endpoint=moto_server.endpoint,
-        kafka=None,
-        work_dir=tmp_path,
-        names=ResourceNames(prefix=f"af-{uuid.uuid4().hex[:8]}"),
-    )
+    resources = provisioned(catalog)
     assert resources.rules["orders"].bus == "shop-bus"
     events, sqs, s3 = (client(s, moto_server.endpoint) for s in ("events", "sqs", "s3"))
     events.put_events(

@@ -25,6 +25,7 @@ from assetflow.core.catalog import Catalog
 from assetflow.core.errors import CatalogError, DefinitionError
 from assetflow.core.graph import condition_text, to_dot, to_mermaid
 from assetflow.loader import LoadError, find_project_root, load_catalog, missing_entry_points
+from assetflow_dev.spark_pool import WARM_IDLE_STOP_SECONDS
 
 if TYPE_CHECKING:  # the view commands import the AWS SDK only when they run
     from assetflow.adapters.dynamodb import DynamoDbStore
@@ -853,6 +854,7 @@ def _runtime_options(args: argparse.Namespace, work_dir: Path) -> Any:
             launcher=args.launcher,
             max_concurrent_runs=args.max_concurrent_runs,
             warm_workers=args.warm_workers,
+            warm_idle_stop=args.warm_idle_stop,
             api_port=args.api_port,
             function_log=work_dir / "logs" / "functions.log",
         )
@@ -1088,6 +1090,16 @@ _RUNTIME = _options(
             "default": 1,
             "metavar": "N",
             "help": "Spark drivers kept started, each taking one job (default 1; 0: a cold spark-submit per run)",
+        },
+    ),
+    (
+        "--warm-idle-stop",
+        {
+            "type": float,
+            "default": WARM_IDLE_STOP_SECONDS,
+            "metavar": "SECONDS",
+            "help": "stop the warm Spark drivers after this long without a run, until the next one "
+            f"(default {WARM_IDLE_STOP_SECONDS:g}, as the dev environment's EMR application; 0: never)",
         },
     ),
     ("--api-port", {"type": int, "metavar": "PORT", "help": "the local HTTP API's port"}),

@@ -491,6 +491,8 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
     settings Spark only takes at start (``spark.driver.memory``, ``spark.jars``, ``spark.submit.*``, any
     setting that is not a runtime SQL setting) runs with spark-submit, as does every job while no driver
     is ready or starting. Running jobs never exceed ``max_concurrent``; ready drivers wait beside them.
+    With ``warm_idle_stop`` (seconds) the ready drivers stop after that long without a run, as EMR
+    Serverless stops an idle application, and start again with the next run (which waits for one).
     """
 
     _name = "local-spark"
@@ -508,6 +510,7 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
         report: StateReporter | None = None,
         run_timeout: float = 900.0,
         warm_workers: int = 0,
+        warm_idle_stop: float | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
@@ -555,6 +558,7 @@ class LocalSparkLauncher(_LauncherBase[_SparkJob]):
                 py_files=[str(self.py_files)],
                 env=self.job_env,
                 work_dir=self.work_dir / "warm",
+                idle_stop=warm_idle_stop,
             )
 
     def log_path(self, run_id: str) -> Path:

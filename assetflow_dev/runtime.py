@@ -57,6 +57,7 @@ from assetflow_dev.pollers import (
     lambda_context,
 )
 from assetflow_dev.resources import LocalResources, ResourceNames, provision
+from assetflow_dev.spark_pool import WARM_IDLE_STOP_SECONDS
 from assetflow_dev.sweeper import LOCAL_SWEEP_SECONDS, Sweeper
 from assetflow_dev.ticker import ScheduleTicker, time_schedules
 
@@ -119,6 +120,9 @@ class RuntimeOptions:
     max_concurrent_runs: int = 2
     #: Spark drivers kept started and waiting for a job (one job per driver; the spark launcher only).
     warm_workers: int = 1
+    #: Seconds without a run after which the warm drivers stop until the next run (0: never), as EMR
+    #: Serverless stops an idle application; the dev environment's stack stops it after 5 minutes.
+    warm_idle_stop: float = WARM_IDLE_STOP_SECONDS
     dynamodb_port: int | None = None
     moto_port: int | None = None
     kafka_port: int | None = None
@@ -143,6 +147,8 @@ class RuntimeOptions:
             raise ValueError("max_concurrent_runs must be at least 1")
         if self.warm_workers < 0:
             raise ValueError("warm_workers must be 0 or more")
+        if self.warm_idle_stop < 0:
+            raise ValueError("warm_idle_stop must be 0 (never) or a number of seconds")
         if self.sqs_concurrency < 1:
             raise ValueError("sqs_concurrency must be at least 1")
 
@@ -525,6 +531,7 @@ class LocalRuntime:
             entry_points=[p.job.entry_point for p in catalog.pipelines.values()],
             max_concurrent=self.options.max_concurrent_runs,
             warm_workers=self.options.warm_workers,
+            warm_idle_stop=self.options.warm_idle_stop or None,
             master=f"local[{max(1, min(2, os.cpu_count() or 1))}]",
         )
 

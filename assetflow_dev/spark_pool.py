@@ -11,6 +11,11 @@ Each driver is its own process group, started and reaped by a thread that lives 
 parent-death signal fires when that thread ends; see ``processes.spawn``). Its own output goes to
 ``work_dir/<name>.log`` until it takes a job, and it works in ``work_dir/<name>/`` (Spark's warehouse and
 metastore files go there), so every job still has a folder of its own.
+
+With ``idle_stop`` the pool stops its ready drivers once none was asked for in that many seconds, as EMR
+Serverless stops an idle application (``autoStopConfiguration``): an idle runtime then keeps no JVM busy. The
+next ``acquire`` starts them again and waits for one, as the first job after an auto-stop waits for the
+application to start.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ OFFER_TIMEOUT = 60.0
 #: How long a driver that closed its connection without a report may take to exit.
 EXIT_WAIT = 30.0
 _ACCEPT_POLL = 0.5
+#: The local runtime's default idle stop: the dev environment's EMR application stops after 5 idle minutes.
+WARM_IDLE_STOP_SECONDS = 300.0
 
 
 class WarmDriverError(Exception):
@@ -97,7 +104,8 @@ class WarmDriver:
         self.folder = pool.work_dir / name
         self.log_path = pool.work_dir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
-        #: starting, idle, reserved (handed out by acquire), busy (running a job) or exited.
+        #: starting, idle, reserved (handed out by acquire), busy (running a job), stopping (the pool stopped
+        #: it after its idle time) or exited.
         self.state = "starting"
         self.ready_at: float | None = None
         self._sock: socket.socket | None = None
@@ -222,7 +230,8 @@ class SparkPool:
     With ``warm_up`` a driver runs a small job before it says it is ready (a driver's first job costs
     seconds more than the next ones). A driver that is not ready within ``start_timeout`` seconds is
     stopped; after ``MAX_START_FAILURES`` failed starts in a row the pool starts no more (``acquire`` then
-    returns None).
+    returns None). With ``idle_stop`` (seconds), ready drivers that nobody asked for in that long are stopped
+    until the next ``acquire`` (see the module's docstring).
     """
 
     def __init__(
@@ -238,9 +247,12 @@ class SparkPool:
         app_name: str = "assetflow-warm-driver",
         start_timeout: float = 300.0,
         warm_up: bool = True,
+        idle_stop: float | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"a Spark pool needs at least one driver, got {size}")
+        if idle_stop is not None and idle_stop <= 0:
+            raise ValueError(f"idle_stop must be a positive number of seconds or None, got {idle_stop}")
         self.size = size
         self.python = python
         self.master = master
@@ -251,7 +263,12 @@ class SparkPool:
         self.app_name = app_name
         self.start_timeout = start_timeout
         self.warm_up = warm_up
+        self.idle_stop = idle_stop
         self._cond = threading.Condition()
+        #: The drivers were stopped for being idle: none starts until the next acquire.
+        self._stopped_idle = False
+        #: When a driver was last asked for or a job last ended (what the idle stop counts from).
+        self._last_used = time.monotonic()
         self._closed = False
         self._failures = 0
         self._drivers: list[WarmDriver] = []
@@ -265,6 +282,12 @@ class SparkPool:
         self._refused_settings: set[tuple[str, str]] = set()
         with self._cond:
             self._fill()
+        self._idle_watch: threading.Thread | None = None
+        if idle_stop is not None:
+            self._idle_watch = threading.Thread(
+                target=self._stop_when_idle, args=(idle_stop,), name="warm-idle-stop", daemon=True
+            )
+            self._idle_watch.start()
 
     # ---- for the launcher --------------------------------------------------------------------------
 
@@ -279,6 +302,12 @@ class SparkPool:
         with self._cond:
             if self._closed:
                 return None
+            self._last_used = time.monotonic()
+            if self._stopped_idle:
+                logger.info("warm drivers starting again after their idle stop", extra={"drivers": self.size})
+                self._stopped_idle = False
+                self._fill()
+                self._cond.notify_all()
             if self._idle:
                 return self._reserve()
             if self._waiting >= self._coming():
@@ -314,7 +343,8 @@ class SparkPool:
         counts = {"starting": 0, "idle": 0, "reserved": 0, "busy": 0}
         with self._cond:
             for driver in self._drivers:
-                counts[driver.state] += 1
+                if driver.state in counts:  # a stopping driver is on its way out
+                    counts[driver.state] += 1
         return counts
 
     def wait_ready(self, count: int | None = None, timeout: float | None = None) -> bool:
@@ -334,7 +364,7 @@ class SparkPool:
             self._cond.notify_all()
         for driver in drivers:
             driver.kill(timeout=max(0.1, deadline - time.monotonic()))
-        for thread in list(self._threads):
+        for thread in [*self._threads, *([self._idle_watch] if self._idle_watch else [])]:
             if thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
 
@@ -361,7 +391,7 @@ class SparkPool:
 
     def _fill(self) -> None:
         """Start drivers until ``size`` are starting or ready (under the lock)."""
-        if self._closed or self._failures >= MAX_START_FAILURES:
+        if self._closed or self._stopped_idle or self._failures >= MAX_START_FAILURES:
             return
         waiting = sum(1 for d in self._drivers if d.state in ("starting", "idle", "reserved"))
         for _ in range(self.size - waiting):
@@ -373,6 +403,36 @@ class SparkPool:
             )
             self._threads.append(thread)
             thread.start()
+
+    def _stop_when_idle(self, idle_stop: float) -> None:
+        """Stop the ready drivers once none was asked for in ``idle_stop`` seconds (the pool's watch thread).
+
+        It sleeps until then, or until the drivers change (a job starts or ends); none is stopped while one is
+        starting, reserved or busy, and none starts again before the next ``acquire``.
+        """
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                due = self._last_used + idle_stop - time.monotonic()
+                settled = bool(self._drivers) and all(d.state == "idle" for d in self._drivers)
+                if self._stopped_idle or not settled:
+                    self._cond.wait()  # a driver's change or an acquire wakes it
+                    continue
+                if due > 0:
+                    self._cond.wait(due)
+                    continue
+                stopping = list(self._idle)
+                self._idle.clear()
+                for driver in stopping:
+                    driver.state = "stopping"
+                self._stopped_idle = True
+            logger.info(
+                "warm drivers stopped after their idle time; the next run starts one",
+                extra={"drivers": len(stopping), "idle_seconds": idle_stop},
+            )
+            for driver in stopping:
+                driver.kill()
 
     def _life(self, driver: WarmDriver) -> None:
         try:
@@ -387,6 +447,8 @@ class SparkPool:
             driver._disconnect()
         with self._cond:
             was = driver.state
+            if was == "busy":
+                self._last_used = time.monotonic()  # a job just ended: the idle time counts from here
             driver.state = "exited"
             driver._exited.set()
             if driver in self._idle:

@@ -5,6 +5,11 @@ for ``.assetflow/dev.json``, lets it settle, then reads the CPU time of the runt
 ``/proc`` over a window with no traffic: the runtime itself (pollers, API server, ticker, launcher), DynamoDB
 Local (Java), moto's server and the Kafka broker, each apart. Reported as a percentage of one core.
 
+Three ways: ``emr-api`` (no Spark), ``spark`` (local Spark with its warm driver ready, as in the first minutes
+after ``dev up`` or after a run) and ``spark-stopped`` (local Spark once the warm driver stopped for being idle,
+as EMR Serverless stops an idle application: ``--warm-idle-stop`` shortened to ``STOP_SECONDS`` so that the
+window starts after it).
+
 Run: ``.venv/bin/python -m benchmarks.idle [--quick] [--runs N] [--seconds S] [--launchers emr-api spark]``.
 """
 
@@ -36,6 +41,15 @@ NAME = "idle"
 WINDOW_SECONDS = {"full": 120.0, "quick": 10.0}
 SETTLE_SECONDS = {"full": 30.0, "quick": 15.0}
 READY_TIMEOUT_SECONDS = 240.0
+#: ``spark-stopped``: the warm driver's idle stop, and how long the driver may take to start and stop.
+STOP_SECONDS = 10.0
+STOPPED_TIMEOUT_SECONDS = 240.0
+#: How each way runs ``assetflow dev up``.
+LAUNCHER_ARGS: dict[str, tuple[str, ...]] = {
+    "emr-api": ("--launcher", "emr-api"),
+    "spark": ("--launcher", "spark"),
+    "spark-stopped": ("--launcher", "spark", "--warm-idle-stop", f"{STOP_SECONDS:g}"),
+}
 #: The target of issue 13, item 6: the idle runtime under 1 % of a core.
 TARGET_PERCENT = 1.0
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -90,6 +104,20 @@ def kind(pid: int, root: int, name: str) -> str:
     return name
 
 
+def _wait_for_spark(root: int, *, started: bool) -> None:
+    """Wait until the runtime has a warm Spark driver (``started``) or has none any more."""
+    began = time.monotonic()
+    while True:
+        spark = any(kind(pid, root, name) == "Spark (warm driver)" for pid, (_, name) in tree(root).items())
+        if spark == started:
+            return
+        check(
+            time.monotonic() - began < STOPPED_TIMEOUT_SECONDS,
+            f"the warm Spark driver did not {'start' if started else 'stop'}",
+        )
+        time.sleep(1.0)
+
+
 def measure(launcher: str, *, window: float, settle: float, work: Path) -> dict[str, Any]:
     """Start ``assetflow dev up``, wait for it to be ready and settle, then time its CPU over ``window``.
 
@@ -102,8 +130,7 @@ def measure(launcher: str, *, window: float, settle: float, work: Path) -> dict[
         str(Path(sys.executable).parent / "assetflow"),
         "dev",
         "up",
-        "--launcher",
-        launcher,
+        *LAUNCHER_ARGS[launcher],
         "--pipelines",
         str(ROOT / "pipelines"),
     ]
@@ -117,6 +144,9 @@ def measure(launcher: str, *, window: float, settle: float, work: Path) -> dict[
             check(time.monotonic() - began < READY_TIMEOUT_SECONDS, "dev up did not get ready")
             time.sleep(0.2)
         ready = time.monotonic() - began
+        if launcher == "spark-stopped":  # the driver starts after ready, then stops for being idle
+            _wait_for_spark(process.pid, started=True)
+            _wait_for_spark(process.pid, started=False)
         time.sleep(settle)
         before = tree(process.pid)
         start = time.monotonic()
@@ -150,9 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     arguments = parser(__doc__.splitlines()[0], default_runs=3, quick_runs=1)
     arguments.add_argument("--seconds", type=float, default=None, help="the idle window (120 s; 10 s quick)")
-    arguments.add_argument(
-        "--launchers", nargs="+", default=["emr-api", "spark"], choices=["emr-api", "spark"]
-    )
+    arguments.add_argument("--launchers", nargs="+", default=list(LAUNCHER_ARGS), choices=list(LAUNCHER_ARGS))
     args = arguments.parse_args(argv)
     require_root_cwd()
     mode = "quick" if args.quick else "full"

@@ -130,7 +130,7 @@ def fake_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
     monkeypatch.setattr(spark_pool, "WORKER_SCRIPT", script)
     made: list[SparkPool] = []
 
-    def make(size: int = 1, **env: str) -> SparkPool:
+    def make(size: int = 1, idle_stop: float | None = None, **env: str) -> SparkPool:
         pool = SparkPool(
             size=size,
             python=sys.executable,
@@ -140,6 +140,7 @@ def fake_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
             env=dict(os.environ) | env,
             work_dir=tmp_path / "warm",
             start_timeout=20,
+            idle_stop=idle_stop,
         )
         made.append(pool)
         return pool
@@ -271,6 +272,68 @@ def test_close_stops_ready_and_busy_drivers(fake_pool: Callable[..., SparkPool],
     assert [live_members(d.pid) for d in (busy, ready)] == [[], []]
     assert pool.acquire() is None and pool.counts() == {"starting": 0, "idle": 0, "reserved": 0, "busy": 0}
     pool.close()  # idempotent
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_ready_drivers_stop_after_their_idle_time_and_start_again_for_the_next_job(
+    fake_pool: Callable[..., SparkPool], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As EMR Serverless stops an idle application: no driver process left, the next job waits for one."""
+    caplog.set_level(logging.INFO, logger="assetflow_dev.spark_pool")
+    # Given: two ready drivers nobody asks for
+    pool = fake_pool(size=2, idle_stop=1.0)
+    assert pool.wait_ready(timeout=20)
+    ready = list(pool._idle)
+
+    # When: their idle time passes
+    assert all(driver.wait(10) for driver in ready)
+
+    # Then: stopped, none started in their place, and no warning about drivers lost
+    time.sleep(0.5)
+    assert pool._drivers == [] and pool.counts() == {"starting": 0, "idle": 0, "reserved": 0, "busy": 0}
+    assert [live_members(d.pid) for d in ready] == [[], []]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+    # And the next job gets a driver started for it (the pool refills to its size)
+    driver = pool.acquire()
+    assert driver is not None and driver not in ready
+    driver.offer(fake_job(tmp_path))
+    outcome = driver.result(20)
+    assert outcome is not None and outcome.status == 0
+    assert pool.wait_ready(timeout=20) and len(pool._idle) == 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("warm drivers stopped after their idle time; the next run starts one") == 1
+    assert messages.count("warm drivers starting again after their idle stop") == 1
+
+
+def test_no_driver_stops_while_a_job_runs_and_the_idle_time_counts_from_its_end(
+    fake_pool: Callable[..., SparkPool], tmp_path: Path
+) -> None:
+    # Given: a job of 3 s on one driver, its replacement ready beside it, an idle stop of 1 s
+    pool = fake_pool(idle_stop=1.0)
+    assert pool.wait_ready(timeout=20)
+    busy = pool.acquire()
+    assert busy is not None
+    busy.offer(fake_job(tmp_path, FAKE_SLEEP="3"))
+    began = time.monotonic()
+    assert pool.wait_ready(timeout=20)
+    (replacement,) = pool._idle
+
+    # Then: the replacement stays while the job runs, and stops about its idle time after the job's end
+    assert busy.result(20) is not None
+    ended = time.monotonic()
+    assert ended - began >= 2.5 and replacement.state == "idle"
+    assert replacement.wait(10)
+    assert time.monotonic() - ended >= 0.9
+    assert pool._drivers == []
 
 
 # ---- the driver, with real Spark ---------------------------------------------------------------------

@@ -969,7 +969,7 @@ def _counting_logs(counter: RequestCounter) -> Iterator[None]:
 
     sink = CountingSink()
     loggers = (
-        handle_sqs_messages.SERVICE,
+        handle_sqs_messages.logger.service,
         handle_asset_events.logger.service,
         handle_job_state.logger.service,
     )

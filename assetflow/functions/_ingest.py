@@ -1,20 +1,69 @@
-"""What the SQS and Kafka ingest handlers share: store a batch of translated messages and report each."""
+"""What the ingest handlers (SQS, Kafka, Kinesis) share: logger, metrics, storing a batch, failing a lost one.
+
+A batch's records are translated and stored together and each is reported; when every record failed, the
+invocation fails so that the whole batch comes back.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+import os
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from assetflow.composition import utc_now
 from assetflow.core.watermarks import position_of
-from assetflow.functions._observe import log_batch
+from assetflow.functions._observe import flush_metrics, log_batch
 from assetflow.ports import Accepted, Outcome, Quarantined
 from assetflow.usecases.ingest import Ingest
 
+# The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace="assetflow", service=SERVICE)
+
 #: What the messages of one batch usually have in common, said once in its log line.
 _SHARED_FACTS = ("watcher", "asset")
+
+
+def ingest_records(
+    records: Sequence[Any],
+    translate: Callable[[Any, datetime], Outcome],
+    ingest: Ingest,
+    *,
+    noun: str,
+    lanes: Sequence[str] | None = None,
+) -> list[Exception | None]:
+    """Translate each record and store the batch (``store_batch``); returns each record's error, or None.
+
+    The records get moments a microsecond apart, so that (timestamp, id) order is the batch's order. The
+    batch's metrics are written whatever happens.
+    """
+    now = utc_now()
+    try:
+        outcomes = [translate(record, now + timedelta(microseconds=n)) for n, record in enumerate(records)]
+        return store_batch(outcomes, ingest, now=now, logger=logger, metrics=metrics, noun=noun, lanes=lanes)
+    finally:
+        flush_metrics(metrics)
+
+
+def fail_when_all_failed(errors: Sequence[Exception | None], noun: str) -> None:
+    """Fail the invocation when every record of a batch failed, so that the whole batch comes back.
+
+    Raises:
+        BatchProcessingError: every record failed.
+    """
+    if not errors or any(error is None for error in errors):
+        return
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    raise BatchProcessingError(
+        f"all {len(errors)} {noun}s failed (first: {errors[0]!r})",
+        [(type(e), e, None) for e in errors if e is not None],
+    )
 
 
 def store_batch(

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import os
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
-
 from assetflow.adapters.messages import KafkaSource
-from assetflow.composition import Dependencies, dependencies, utc_now
-from assetflow.functions._ingest import store_batch
-from assetflow.functions._observe import flush_metrics
+from assetflow.composition import Dependencies, dependencies
+from assetflow.functions._ingest import fail_when_all_failed, ingest_records, logger
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
-
-# The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="assetflow", service=SERVICE)
 
 
 class KafkaBatchRetryError(Exception):
@@ -56,31 +46,19 @@ def lambda_handler(
     source = KafkaSource.from_event(event)
     records = [r for rs in (event.get("records") or {}).values() for r in rs]
     lanes = [f"{r.get('topic')}-{r.get('partition')}" for r in records]
-    now = utc_now()
-    try:
-        # A microsecond apart, so that (timestamp, id) order is the batch's order.
-        outcomes = [
-            translator.from_kafka(
-                record, source=source, now=now + timedelta(microseconds=n), extras=resolved.extras
-            )
-            for n, record in enumerate(records)
-        ]
-        errors = store_batch(
-            outcomes, resolved.ingest, now=now, logger=logger, metrics=metrics, noun="record", lanes=lanes
-        )
-    finally:
-        flush_metrics(metrics)
+    errors = ingest_records(
+        records,
+        lambda record, now: translator.from_kafka(record, source=source, now=now, extras=resolved.extras),
+        resolved.ingest,
+        noun="record",
+        lanes=lanes,
+    )
+    fail_when_all_failed(errors, "record")
     failures = [
         {"itemIdentifier": {"partition": lane, "offset": record.get("offset")}}
         for record, lane, error in zip(records, lanes, errors, strict=True)
         if error is not None
     ]
-    if records and len(failures) == len(records):
-        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-
-        raise BatchProcessingError(
-            f"all {len(records)} records failed", [(type(e), e, None) for e in errors if e is not None]
-        )
     if failures:
         raise KafkaBatchRetryError(
             f"{len(failures)} record(s) of the batch failed (first: {failures[0]['itemIdentifier']}); "

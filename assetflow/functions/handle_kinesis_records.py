@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
-
-from assetflow.composition import Dependencies, dependencies, utc_now
-from assetflow.functions._ingest import store_batch
-from assetflow.functions._observe import flush_metrics
+from assetflow.composition import Dependencies, dependencies
+from assetflow.functions._ingest import fail_when_all_failed, ingest_records, logger
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
-
-# The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="assetflow", service=SERVICE)
 
 
 @logger.inject_lambda_context
@@ -42,29 +32,18 @@ def lambda_handler(
     translator = resolved.messages  # a bad schema fails the batch here, not each record
     records = event.get("Records") or []
     lanes = [str(r.get("eventID") or "").split(":", 1)[0] for r in records]
-    now = utc_now()
-    try:
-        # A microsecond apart, so that (timestamp, id) order is the batch's order.
-        outcomes = [
-            translator.from_kinesis(record, now=now + timedelta(microseconds=n), extras=resolved.extras)
-            for n, record in enumerate(records)
-        ]
-        errors = store_batch(
-            outcomes, resolved.ingest, now=now, logger=logger, metrics=metrics, noun="record", lanes=lanes
-        )
-    finally:
-        flush_metrics(metrics)
+    errors = ingest_records(
+        records,
+        lambda record, now: translator.from_kinesis(record, now=now, extras=resolved.extras),
+        resolved.ingest,
+        noun="record",
+        lanes=lanes,
+    )
+    fail_when_all_failed(errors, "record")
     failed = [
         str((r.get("kinesis") or {}).get("sequenceNumber"))
         for r, error in zip(records, errors, strict=True)
         if error is not None
     ]
-    if records and len(failed) == len(records):
-        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-
-        raise BatchProcessingError(
-            f"all {len(records)} records failed (first: {errors[0]!r})",
-            [(type(e), e, None) for e in errors if e is not None],
-        )
     # Lambda retries from the lowest sequence number reported; the records after it come back with it.
     return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failed[:1]]}

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
-
-from assetflow.composition import Dependencies, dependencies, utc_now
-from assetflow.functions._ingest import store_batch
-from assetflow.functions._observe import flush_metrics
+from assetflow.composition import Dependencies, dependencies
+from assetflow.functions._ingest import fail_when_all_failed, ingest_records, logger
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
-
-# The stack names the service (POWERTOOLS_SERVICE_NAME); its QuarantinedMessages alarm filters on it.
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "assetflow-ingest"
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="assetflow", service=SERVICE)
 
 
 @logger.inject_lambda_context
@@ -39,30 +29,13 @@ def lambda_handler(
     translator = resolved.messages  # a bad schema fails the batch here, not each message
     records = event.get("Records") or []
     fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
-    now = utc_now()
-    try:
-        # A microsecond apart, so that (timestamp, id) order is the batch's order.
-        outcomes = [
-            translator.from_sqs(record, now=now + timedelta(microseconds=n), extras=resolved.extras)
-            for n, record in enumerate(records)
-        ]
-        errors = store_batch(
-            outcomes,
-            resolved.ingest,
-            now=now,
-            logger=logger,
-            metrics=metrics,
-            noun="message",
-            lanes=[""] * len(outcomes) if fifo else None,
-        )
-    finally:
-        flush_metrics(metrics)
+    errors = ingest_records(
+        records,
+        lambda record, now: translator.from_sqs(record, now=now, extras=resolved.extras),
+        resolved.ingest,
+        noun="message",
+        lanes=[""] * len(records) if fifo else None,
+    )
+    fail_when_all_failed(errors, "message")
     failed = [str(r.get("messageId")) for r, error in zip(records, errors, strict=True) if error is not None]
-    if records and len(failed) == len(records):
-        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
-
-        raise BatchProcessingError(
-            f"all {len(records)} messages failed (first: {errors[0]!r})",
-            [(type(e), e, None) for e in errors if e is not None],
-        )
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed]}

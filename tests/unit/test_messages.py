@@ -796,7 +796,8 @@ def test_sqs_fifo_batch_stops_at_the_first_failure() -> None:
 def test_quarantines_are_acknowledged_and_counted(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    from assetflow.functions.handle_sqs_messages import SERVICE, lambda_handler
+    from assetflow.functions._ingest import SERVICE
+    from assetflow.functions.handle_sqs_messages import lambda_handler
 
     store = FakeStore()
     event = sqs_event(

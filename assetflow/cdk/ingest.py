@@ -141,39 +141,41 @@ class Ingest(Construct):
                 fifo=bool(source.fifo),
             )
         else:
-            dlq = dead_letter_queue(
-                scope,
-                "DeadLetters",
-                key=self._key,
-                retention=config.dlq_retention,
-                removal_policy=config.removal_policy,
-                fifo=bool(source.fifo),
+            queue, dlq = self._own_queue(
+                scope, fifo=bool(source.fifo), window_seconds=source.max_batching_window_seconds
             )
-            visibility = config.ingest_timeout.to_seconds() * VISIBILITY_TIMEOUT_FACTOR
-            queue = watched_queue(
-                scope,
-                "Queue",
-                key=self._key,
-                dlq=dlq,
-                max_receive_count=config.max_receive_count,
-                visibility_timeout=Duration.seconds(visibility + source.max_batching_window_seconds),
-                retention=config.queue_retention,
-                removal_policy=config.removal_policy,
-                fifo=bool(source.fifo),
-            )
-        ingest.function.add_event_source(
-            sources.SqsEventSource(
-                queue,
-                batch_size=source.batch_size,
-                max_batching_window=(
-                    Duration.seconds(source.max_batching_window_seconds)
-                    if source.max_batching_window_seconds
-                    else None
-                ),
-                report_batch_item_failures=True,
-            )
-        )
+        _read_queue(ingest, queue, source.batch_size, source.max_batching_window_seconds)
         return WatcherIngest(watcher=name, kind="sqs", function=ingest, queue=queue, dlq=dlq)
+
+    def _own_queue(
+        self, scope: Construct, *, fifo: bool = False, window_seconds: int = 0
+    ) -> tuple[sqs.Queue, sqs.Queue]:
+        """A queue the stack makes for a watcher, with its DLQ: encrypted, redriven after the receive count.
+
+        Its visibility timeout outlasts the ingest function's timeout and the mapping's batching window.
+        """
+        config = self._config
+        dlq = dead_letter_queue(
+            scope,
+            "DeadLetters",
+            key=self._key,
+            retention=config.dlq_retention,
+            removal_policy=config.removal_policy,
+            fifo=fifo,
+        )
+        visibility = config.ingest_timeout.to_seconds() * VISIBILITY_TIMEOUT_FACTOR
+        queue = watched_queue(
+            scope,
+            "Queue",
+            key=self._key,
+            dlq=dlq,
+            max_receive_count=config.max_receive_count,
+            visibility_timeout=Duration.seconds(visibility + window_seconds),
+            retention=config.queue_retention,
+            removal_policy=config.removal_policy,
+            fifo=fifo,
+        )
+        return queue, dlq
 
     def _rule_fed(
         self, scope: Construct, name: str, source: S3ObjectCreated | EventBridgePattern
@@ -184,27 +186,9 @@ class Ingest(Construct):
         batch failures and retries; what keeps failing, and what EventBridge cannot deliver to the queue after
         its retries, goes to the watcher's DLQ, both as the EventBridge event itself (one replay path).
         """
-        config = self._config
         kind = "s3" if isinstance(source, S3ObjectCreated) else "eventbridge"
         ingest = self._function(scope, name, SQS_HANDLER, kind)
-        dlq = dead_letter_queue(
-            scope,
-            "DeadLetters",
-            key=self._key,
-            retention=config.dlq_retention,
-            removal_policy=config.removal_policy,
-        )
-        visibility = config.ingest_timeout.to_seconds() * VISIBILITY_TIMEOUT_FACTOR
-        queue = watched_queue(
-            scope,
-            "Queue",
-            key=self._key,
-            dlq=dlq,
-            max_receive_count=config.max_receive_count,
-            visibility_timeout=Duration.seconds(visibility),
-            retention=config.queue_retention,
-            removal_policy=config.removal_policy,
-        )
+        queue, dlq = self._own_queue(scope)
         bus = "default"
         if isinstance(source, S3ObjectCreated):
             # S3 sends every event of the bucket to the account's default bus; the rule picks this watcher's.
@@ -242,9 +226,7 @@ class Ingest(Construct):
                 )
             )
         self._let_rules_use_key()
-        ingest.function.add_event_source(
-            sources.SqsEventSource(queue, batch_size=source.batch_size, report_batch_item_failures=True)
-        )
+        _read_queue(ingest, queue, source.batch_size)
         return WatcherIngest(watcher=name, kind=kind, function=ingest, queue=queue, dlq=dlq, rule=rule)
 
     def _turn_on_bucket_notifications(self, buckets: Sequence[str]) -> None:
@@ -626,6 +608,18 @@ class Ingest(Construct):
             "Besides X-Ray, the pollers' ec2:Describe* calls (network interfaces, VPCs, subnets, security groups) "
             "support no resource-level permissions.",
         )
+
+
+def _read_queue(ingest: ServiceFunction, queue: sqs.IQueue, batch_size: int, window_seconds: int = 0) -> None:
+    """The ingest function's SQS mapping on a watcher's queue, reporting partial batch failures."""
+    ingest.function.add_event_source(
+        sources.SqsEventSource(
+            queue,
+            batch_size=batch_size,
+            max_batching_window=Duration.seconds(window_seconds) if window_seconds else None,
+            report_batch_item_failures=True,
+        )
+    )
 
 
 def grant_extras_writes(bucket: s3.IBucket, function: ServiceFunction) -> None:

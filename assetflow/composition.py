@@ -85,36 +85,15 @@ class Settings:
         missing = [name for name in ("TABLE_NAME", "CATALOG_PATH") if not environ.get(name)]
         if missing:
             raise SettingsError(f"missing environment variables: {', '.join(missing)}")
-        path_map = None
-        if environ.get("ASSETFLOW_PATH_MAP"):
-            try:
-                path_map = json.loads(environ["ASSETFLOW_PATH_MAP"])
-            except ValueError as exc:
-                raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object") from exc
-            if not isinstance(path_map, dict):
-                raise SettingsError("ASSETFLOW_PATH_MAP must be a JSON object")
+        path_map = _json_object(environ, "ASSETFLOW_PATH_MAP")
         try:
             listener_events = parse_detail_types(environ.get("LISTENER_EVENTS"))
         except ValueError as exc:
             raise SettingsError(f"LISTENER_EVENTS: {exc}") from exc
-        event_shards = None
-        if environ.get("ASSETFLOW_EVENT_SHARDS"):
-            try:
-                event_shards = json.loads(environ["ASSETFLOW_EVENT_SHARDS"])
-            except ValueError as exc:
-                raise SettingsError("ASSETFLOW_EVENT_SHARDS must be a JSON object") from exc
-            if not isinstance(event_shards, dict) or not all(
-                isinstance(n, int) and n >= 1 for n in event_shards.values()
-            ):
-                raise SettingsError("ASSETFLOW_EVENT_SHARDS must map asset URIs to shard counts (1 or more)")
-        dead_letters = None
-        if environ.get("WATCHER_DEAD_LETTERS"):
-            try:
-                dead_letters = json.loads(environ["WATCHER_DEAD_LETTERS"])
-            except ValueError as exc:
-                raise SettingsError("WATCHER_DEAD_LETTERS must be a JSON object") from exc
-            if not isinstance(dead_letters, dict):
-                raise SettingsError("WATCHER_DEAD_LETTERS must be a JSON object")
+        event_shards = _json_object(environ, "ASSETFLOW_EVENT_SHARDS")
+        if event_shards is not None and not all(isinstance(n, int) and n >= 1 for n in event_shards.values()):
+            raise SettingsError("ASSETFLOW_EVENT_SHARDS must map asset URIs to shard counts (1 or more)")
+        dead_letters = _json_object(environ, "WATCHER_DEAD_LETTERS")
         return cls(
             table_name=environ["TABLE_NAME"],
             catalog_path=environ["CATALOG_PATH"],
@@ -135,6 +114,23 @@ class Settings:
             wake_dlq_arn=environ.get("WAKE_DLQ_ARN") or None,
             watcher_dead_letters=dead_letters,
         )
+
+
+def _json_object(environ: Mapping[str, str], name: str) -> dict[str, Any] | None:
+    """The JSON object an environment variable holds; None when it is unset or empty.
+
+    Raises:
+        SettingsError: it holds something else than a JSON object.
+    """
+    if not environ.get(name):
+        return None
+    try:
+        found = json.loads(environ[name])
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be a JSON object") from exc
+    if not isinstance(found, dict):
+        raise SettingsError(f"{name} must be a JSON object")
+    return found
 
 
 class Dependencies:

@@ -744,16 +744,18 @@ def source_from_json(doc: Mapping[str, Any]) -> WatcherSource:
 
     """
     try:
+        # What every kind of source has, under the same names in its document (an unknown kind: below).
+        known = doc["type"] in ("sqs", "kafka", "s3", "eventbridge", "kinesis")
+        common = (
+            {k: doc[k] for k in ("batch_size", "filter", "schema", "partition_key_field")} if known else {}
+        )
         if doc["type"] == "sqs":
             return SqsQueue(
                 name=doc["queue"],
                 arn=doc["queue_arn"],
                 fifo=doc["fifo"],
-                batch_size=doc["batch_size"],
                 max_batching_window_seconds=doc["max_batching_window_seconds"],
-                filter=doc["filter"],
-                schema=doc["schema"],
-                partition_key_field=doc["partition_key_field"],
+                **common,
             )
         if doc["type"] == "kafka":
             cluster_doc = doc["cluster"]
@@ -769,39 +771,18 @@ def source_from_json(doc: Mapping[str, Any]) -> WatcherSource:
                 cluster=cluster,
                 consumer_group_id=doc["consumer_group_id"],
                 starting_position=doc["starting_position"],
-                batch_size=doc["batch_size"],
-                filter=doc["filter"],
-                schema=doc["schema"],
-                partition_key_field=doc["partition_key_field"],
+                **common,
             )
         if doc["type"] == "s3":
-            return S3ObjectCreated(
-                bucket=doc["bucket"],
-                prefix=doc["prefix"],
-                suffix=doc["suffix"],
-                batch_size=doc["batch_size"],
-                filter=doc["filter"],
-                schema=doc["schema"],
-                partition_key_field=doc["partition_key_field"],
-            )
+            return S3ObjectCreated(bucket=doc["bucket"], prefix=doc["prefix"], suffix=doc["suffix"], **common)
         if doc["type"] == "eventbridge":
-            return EventBridgePattern(
-                pattern=doc["pattern"],
-                bus=doc["bus"],
-                batch_size=doc["batch_size"],
-                filter=doc["filter"],
-                schema=doc["schema"],
-                partition_key_field=doc["partition_key_field"],
-            )
+            return EventBridgePattern(pattern=doc["pattern"], bus=doc["bus"], **common)
         if doc["type"] == "kinesis":
             return KinesisStream(
                 stream=doc["stream"],
                 starting_position=doc["starting_position"],
-                batch_size=doc["batch_size"],
                 max_batching_window_seconds=doc["max_batching_window_seconds"],
-                filter=doc["filter"],
-                schema=doc["schema"],
-                partition_key_field=doc["partition_key_field"],
+                **common,
             )
     except (KeyError, TypeError, DefinitionError) as exc:
         raise DocumentError(f"invalid watcher source document: {exc}") from exc

@@ -317,6 +317,8 @@ class RunStates:
             result.refused.append(f"pipeline {run.pipeline!r} is no longer in the catalog; outlets unknown")
             logger.error("outlets not emitted", extra={**context, "reason": result.refused[-1]})
             return
+        if not pipeline.outlets:
+            return  # no outlet can come of it: the job's outlet metadata is not read (an S3 request a run)
         metadata: Mapping[str, Any] | None
         try:
             metadata = self.outputs.outlet_metadata(

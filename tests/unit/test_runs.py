@@ -447,6 +447,23 @@ def test_a_late_running_after_success_changes_nothing_and_releases_nothing() -> 
     assert evaluator.released == released and store.events == emitted
 
 
+def test_a_pipeline_without_outlets_succeeds_without_reading_outlet_metadata() -> None:
+    # Given a pipeline that declares no outlet (its job wrote metadata all the same)
+    bare = Pipeline("orders_etl", schedule=[RAW], job=SparkJob("spark_jobs/etl.py"), inlets=[RAW])
+    run = a_run(RunState.RUNNING)
+    doc = metadata(run.run_id, {"asset": CLEAN.uri, "extra": {"rows": 1}, "alias": None})
+    states, store, _ = service(run, objects={outlets_uri(run): doc})
+    states.catalog = Catalog.build([bare])
+
+    # When it succeeds
+    change = states.handle_state_change("job1", "SUCCESS", APP)
+
+    # Then nothing could be emitted, so nothing was read
+    assert change.moved and change.state is RunState.SUCCESS
+    assert change.emitted == [] and change.refused == [] and store.events == {}
+    assert states.outputs._s3.reads == 0  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("emr_state", ["FAILED", "CANCELLED"])
 def test_a_failed_or_cancelled_run_emits_nothing_but_frees_its_slot(emr_state: str) -> None:
     run = a_run(RunState.RUNNING)

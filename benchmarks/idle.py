@@ -10,7 +10,8 @@ after ``dev up`` or after a run) and ``spark-stopped`` (local Spark once the war
 as EMR Serverless stops an idle application: ``--warm-idle-stop`` shortened to ``STOP_SECONDS`` so that the
 window starts after it).
 
-Run: ``.venv/bin/python -m benchmarks.idle [--quick] [--runs N] [--seconds S] [--launchers emr-api spark]``.
+Run: ``.venv/bin/python -m benchmarks.idle [--quick] [--runs N] [--seconds S]
+[--launchers emr-api spark spark-stopped]``.
 """
 
 from __future__ import annotations

@@ -274,15 +274,6 @@ def test_close_stops_ready_and_busy_drivers(fake_pool: Callable[..., SparkPool],
     pool.close()  # idempotent
 
 
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_ready_drivers_stop_after_their_idle_time_and_start_again_for_the_next_job(
     fake_pool: Callable[..., SparkPool], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -114,6 +114,14 @@ class Accepted:
     #: The same message's events of the watcher's other assets (one source feeding several assets), each
     #: stored once under ``also_identity``; they share ``event``'s extra (and its detached copy).
     also: tuple[AssetEvent, ...] = ()
+    #: Its events' items follow from the message alone (ids from its identity, the time from the transport's
+    #: own record of the message, which every delivery carries): a redelivery makes the very same items, so
+    #: each item is its own dedupe record and none is written apart.
+    keyed: bool = False
+    #: The transport says this is the message's first delivery (an SQS receive count of 1): nothing of it
+    #: can be stored yet, so a ``keyed`` message's items go out in batched puts without a condition (a rare
+    #: duplicate delivery writes the same items again, which changes nothing).
+    first_delivery: bool = False
 
     def also_identity(self, event: AssetEvent) -> str:
         """The dedupe key of one of the ``also`` events: the message's identity and the event's asset."""
@@ -191,10 +199,13 @@ class EventStore(Protocol):
         now: datetime,
         lanes: Sequence[str] | None = None,
         lasting: bool = False,
+        blind: bool = False,
     ) -> list[Written | AssetflowError]:
         """Store events once each (``(event, dedupe_key)``), batched; one answer per event, in order.
 
-        ``lasting``: their dedupe records are kept for good (as ``put_event``'s).
+        ``lasting``: their dedupe records are kept for good (as ``put_event``'s). ``blind``: the events are
+        their own dedupe records (no dedupe keys) and known not to be stored yet (``Accepted.first_delivery``):
+        they are written without a condition, each answered as new.
 
         An answer is the written event, or the error that kept it from being written (a throttled or
         contended write: retry that event); the other events are written whatever happens to it, except that
@@ -205,6 +216,10 @@ class EventStore(Protocol):
 
     def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
         """The event a message (by its identity) already produced, if any."""
+        ...
+
+    def find_stored(self, event: AssetEvent) -> AssetEvent | None:
+        """The event stored under ``event``'s own key (its asset, time and id), if any."""
         ...
 
     def new_assets(self, events: Sequence[AssetEvent]) -> set[str]:

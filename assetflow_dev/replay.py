@@ -353,7 +353,13 @@ def _sqs_record(message: Mapping[str, Any], *, queue_arn: str) -> dict[str, Any]
     from assetflow_dev.pollers import sqs_record
 
     region = queue_arn.split(":")[3] if queue_arn.count(":") >= 5 else "us-east-1"
-    return sqs_record(message, queue_arn=queue_arn, region=region)
+    record = sqs_record(message, queue_arn=queue_arn, region=region)
+    # Received before it was dead-lettered, whatever its dead-letter queue counts: never a first delivery, so
+    # ingest looks for the event it may have stored before (its item's key is the message's own).
+    attributes = record["attributes"]
+    received = attributes.get("ApproximateReceiveCount")
+    attributes["ApproximateReceiveCount"] = str(max(int(received) if str(received).isdigit() else 0, 2))
+    return record
 
 
 def lambda_invoker(client: Any) -> Invoke:

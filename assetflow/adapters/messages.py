@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import islice
 from typing import Any, Literal
 
@@ -219,9 +219,14 @@ class MessageTranslator:
                 identity,
                 text=text,
             )
-        return self._judge(
-            watcher, uri, "sqs", decode_payload(text), facts, identity, now, text=text, extras=extras
+        sent = _sent_time(record, arn)
+        outcome = self._judge(
+            watcher, uri, "sqs", decode_payload(text), facts, identity, sent or now, text=text, extras=extras
         )
+        if sent is None or not isinstance(outcome, Accepted):
+            return outcome
+        receives = _as_int(_plain_mapping(record.get("attributes")).get("ApproximateReceiveCount"))
+        return replace(outcome, keyed=True, first_delivery=receives == 1)
 
     # ---- Kafka ---------------------------------------------------------------------------------------
 
@@ -822,6 +827,23 @@ def _decode_headers(headers: Any) -> dict[str, Any]:
             else:
                 decoded[name] = text
     return decoded
+
+
+def _sent_time(record: Mapping[str, Any], arn: str) -> datetime | None:
+    """When SQS took the message in (its ``SentTimestamp``): the time of the event a standard queue's message makes.
+
+    SQS sets it, once, and every delivery of the message carries it, so the event's item (keyed by its time
+    and its id from the message's identity) is the same on every delivery. A FIFO queue's messages keep the
+    ingest time and their batch's order (two messages of a group can share a millisecond); a record without
+    the attribute keeps the ingest time too, with a dedupe record.
+    """
+    if arn.endswith(".fifo"):
+        return None
+    attributes = record.get("attributes")
+    sent = _as_int(attributes.get("SentTimestamp")) if isinstance(attributes, Mapping) else None
+    if sent is None or sent <= 0:
+        return None
+    return datetime.fromtimestamp(sent / 1000, tz=UTC)
 
 
 def _plain_mapping(value: Any) -> dict[str, Any]:

@@ -316,7 +316,7 @@ class AssetflowService(Construct):
             ],
             "kinesis": [f"kinesis:{ingest.watcher}:"],
         }[ingest.kind]
-        return table_access.ingest(uris, [p for p in prefixes if p])
+        return table_access.ingest(uris, [p for p in prefixes if p], batched_puts=ingest.kind == "sqs")
 
     def _grant_start_runs(self, role: iam.IRole) -> None:
         role.add_to_principal_policy(

@@ -5,7 +5,8 @@ summary, its alias resolutions), ``ALIAS#<name>``, ``DEDUPE#<identity>`` (by sou
 ``api#``, ``outlet#``, ``quarantine#``), ``QUARANTINE``, ``PIPELINE#<id>`` (queue heads, the active-run count),
 ``QUEUE#<pipeline>#<key>`` (entries, seen markers) and ``RUN#<id>``. Each function gets the
 actions it uses on the partitions it uses, and nothing on the others: an ingest function writes its own
-asset's events and its own source's dedupe records, never a queue or a run, and deletes nothing.
+asset's events and its own source's dedupe records, never a queue or a run, and deletes nothing it could not
+already overwrite (its events' batched puts are BatchWriteItem, which IAM cannot tell from deletes).
 
 ``TableAccess`` is plain data, checked against the handlers' real requests in
 tests/reliability/test_least_privilege.py (every request of every function's flows must be allowed by its
@@ -155,12 +156,15 @@ API = TableAccess(
 )
 
 
-def ingest(asset_uris: str | Sequence[str], dedupe_prefixes: Sequence[str]) -> TableAccess:
+def ingest(
+    asset_uris: str | Sequence[str], dedupe_prefixes: Sequence[str], *, batched_puts: bool = False
+) -> TableAccess:
     """A watcher's ingest function: its assets' events, its source's dedupe records, the quarantine; no delete.
 
     ``asset_uris`` are the assets the watcher feeds (one, or several when one source feeds several assets).
     ``dedupe_prefixes`` are the identities' prefixes of the watcher's source (``sqs:<queue ARN>:`` or
     ``kafka:``); the quarantine's dedupe records have the same identities after ``quarantine#``.
+    ``batched_puts``: an SQS queue's watcher, whose first deliveries' events go out in BatchWriteItem.
     """
     uris = [asset_uris] if isinstance(asset_uris, str) else list(asset_uris)
     # Each asset's partition, and the write shards of a busy asset (``EVENTS#<n>#<uri>``).
@@ -179,6 +183,9 @@ def ingest(asset_uris: str | Sequence[str], dedupe_prefixes: Sequence[str]) -> T
         # redelivery reads its dedupe record (or event) back, and a batch which of its assets are new.
         read_actions=("dynamodb:GetItem", "dynamodb:BatchGetItem"),
         write_actions=("dynamodb:PutItem", "dynamodb:UpdateItem"),
+        # An SQS queue's first deliveries: their events in batched puts. IAM cannot tell BatchWriteItem's
+        # puts from its deletes; these partitions are the ones its PutItem may overwrite anyway.
+        batch_writes=events if batched_puts else (),
     )
 
 

@@ -83,26 +83,12 @@ class Ingest:
             answers[n] = prepared
             if lanes is not None and isinstance(prepared, Exception):
                 failed_lanes.add(lanes[n])
-        if accepted:
-            # A message's event, then its events of the watcher's other assets (one source feeding several),
-            # each under its own identity: a redelivery after a partial write writes what is missing.
-            rows = [
-                (n, event, identity)
-                for n, o in accepted
-                for event, identity in [(o.event, o.identity), *((e, o.also_identity(e)) for e in o.also)]
-            ]
-            written = self.store.put_events(
-                [(event, identity) for _, event, identity in rows],
-                now=now,
-                lanes=None if lanes is None else [lanes[n] for n, _, _ in rows],
-                # One source's batch: all lasting or none (a mixed one keeps every record, the safe side).
-                lasting=any(o.lasting_identity for _, o in accepted),
-            )
-            for (n, _, identity), result in zip(rows, written, strict=True):
-                if isinstance(result, Exception):
-                    answers[n] = result
-                elif identity == outcomes[n].identity and answers[n] is None:
-                    answers[n] = result.created
+        # A keyed message's first delivery goes out in batched puts; the rest in conditional transactions.
+        blind = [(n, o) for n, o in accepted if lanes is None and o.keyed and o.first_delivery]
+        checked = [(n, o) for n, o in accepted if not (lanes is None and o.keyed and o.first_delivery)]
+        for group, unconditional in ((blind, True), (checked, False)):
+            if group:
+                self._write(group, answers, outcomes, now=now, lanes=lanes, blind=unconditional)
         if lanes is not None:
             # What follows a failure in its lane comes back with it (written or not: writes are idempotent).
             seen_failure: set[str] = set()
@@ -112,6 +98,40 @@ class Ingest:
                 if isinstance(answers[n], Exception):
                     seen_failure.add(lanes[n])
         return [a if a is not None else BlockedError("not written") for a in answers]
+
+    def _write(
+        self,
+        accepted: Sequence[tuple[int, Accepted]],
+        answers: list[bool | Exception | None],
+        outcomes: Sequence[Outcome],
+        *,
+        now: datetime,
+        lanes: Sequence[str] | None,
+        blind: bool,
+    ) -> None:
+        """Write the events of ``accepted`` (positions in ``outcomes``) and answer each message."""
+        # A message's event, then its events of the watcher's other assets (one source feeding several),
+        # each under its own identity: a redelivery after a partial write writes what is missing. A keyed
+        # message's items are their own dedupe records.
+        rows = [
+            (n, event, identity)
+            for n, o in accepted
+            for event, identity in [(o.event, o.identity), *((e, o.also_identity(e)) for e in o.also)]
+        ]
+        keyed = {n for n, o in accepted if o.keyed}
+        written = self.store.put_events(
+            [(event, None if n in keyed else identity) for n, event, identity in rows],
+            now=now,
+            lanes=None if lanes is None else [lanes[n] for n, _, _ in rows],
+            # One source's batch: all lasting or none (a mixed one keeps every record, the safe side).
+            lasting=any(o.lasting_identity for _, o in accepted),
+            **({"blind": True} if blind else {}),
+        )
+        for (n, _, identity), result in zip(rows, written, strict=True):
+            if isinstance(result, Exception):
+                answers[n] = result
+            elif identity == outcomes[n].identity and answers[n] is None:
+                answers[n] = result.created
 
     def _prepare(self, outcome: Outcome, now: datetime) -> Accepted | bool | Exception:
         """What must happen before an event is written (its detached extra), or a quarantine record's write."""
@@ -125,10 +145,18 @@ class Ingest:
             try:
                 # Only a message over the inline limit reads first: its redelivery would write another
                 # object (its facts differ), which no event would reference. Its last event is written last.
+                # A keyed message's own item is what to look for, and only on a redelivery.
                 last = outcome.also[-1] if outcome.also else None
-                done = outcome.identity if last is None else outcome.also_identity(last)
-                if self.store.find_dedupe(done) is not None:
-                    return False
+                if outcome.keyed:
+                    if (
+                        not outcome.first_delivery
+                        and self.store.find_stored(last or outcome.event) is not None
+                    ):
+                        return False
+                else:
+                    done = outcome.identity if last is None else outcome.also_identity(last)
+                    if self.store.find_dedupe(done) is not None:
+                        return False
                 self.extras.write(outcome.detached)
             except Exception as exc:
                 return exc

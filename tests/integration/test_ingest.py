@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.messages import UNKNOWN_WATCHER
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Definition
-from assetflow.core.events import derive_id
+from assetflow.core.events import derive_id, format_timestamp
 from assetflow.core.jsonvalue import thaw_json
 from assetflow.functions import handle_kafka_records, handle_sqs_messages
 from assetflow.loader import load_definitions
@@ -65,15 +66,29 @@ class ThrottlingClient:
     def __init__(self, real: Any, marker: str) -> None:
         self._real = real
         self.marker = marker
+        self.writes: list[str] = []  # the batched write requests made, by operation
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
+        self.writes.append("TransactWriteItems")
         if self.marker and self.marker in json.dumps(kwargs):
             error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}}
             raise ClientError(error, "TransactWriteItems")
         return self._real.transact_write_items(**kwargs)
+
+    def batch_write_item(self, **kwargs: Any) -> Any:
+        self.writes.append("BatchWriteItem")
+        # DynamoDB hands back the writes a throttled partition refused, and writes the others.
+        refused: dict[str, list[Any]] = {}
+        passed: dict[str, list[Any]] = {}
+        for table, writes in kwargs["RequestItems"].items():
+            for write in writes:
+                held = bool(self.marker) and self.marker in json.dumps(write)
+                (refused if held else passed).setdefault(table, []).append(write)
+        answer = self._real.batch_write_item(RequestItems=passed) if passed else {}
+        return {**answer, "UnprocessedItems": refused}
 
 
 class LocalDependencies(Dependencies):
@@ -159,7 +174,10 @@ def test_each_message_becomes_one_event_with_its_payload_and_facts(ingest: Inges
         "message_attributes": record["messageAttributes"],
     }
     assert first["partition_key"] is None
-    assert ingest.store.find_dedupe(identity) is not None
+    # Timed by when SQS took the message in, which every delivery carries: its item is its own dedupe record.
+    sent = datetime.fromtimestamp(int(record["attributes"]["SentTimestamp"]) / 1000, UTC)
+    assert first["timestamp"] == format_timestamp(sent)
+    assert ingest.store.find_dedupe(identity) is None
 
 
 def test_a_redelivered_message_makes_no_second_event(ingest: Ingest) -> None:
@@ -172,6 +190,39 @@ def test_a_redelivered_message_makes_no_second_event(ingest: Ingest) -> None:
         record["attributes"]["ApproximateReceiveCount"] = "2"
     assert ingest.sqs(event) == {"batchItemFailures": []}
 
+    assert ingest.events(DELIVERIES) == before
+
+
+def test_first_deliveries_go_out_in_batched_puts_and_redeliveries_in_checked_ones(ingest: Ingest) -> None:
+    event = fixture_event("sqs_deliveries.json")
+
+    def count() -> int:
+        return next(a["event_count"] for a in ingest.store.list_assets().items if a["uri"] == DELIVERIES)
+
+    # First deliveries (a receive count of 1): one BatchWriteItem, no transaction, no dedupe records.
+    assert ingest.sqs(event) == {"batchItemFailures": []}
+    assert ingest.db.writes == ["BatchWriteItem"]
+    before = ingest.events(DELIVERIES)
+    assert len(before) == 3 and count() == 3
+    assert (
+        ingest.store.find_dedupe(
+            f"sqs:{event['Records'][0]['eventSourceARN']}:{event['Records'][0]['messageId']}"
+        )
+        is None
+    )
+
+    # A redelivery checks (a conditional transaction): its own item is found, nothing is written or counted.
+    ingest.db.writes.clear()
+    for record in event["Records"]:
+        record["attributes"]["ApproximateReceiveCount"] = "2"
+    assert ingest.sqs(event) == {"batchItemFailures": []}
+    assert ingest.db.writes == ["TransactWriteItems"]
+    assert ingest.events(DELIVERIES) == before and count() == 3
+
+    # SQS's rare duplicate that still says "first delivery" puts the very same items again: no second event.
+    for record in event["Records"]:
+        record["attributes"]["ApproximateReceiveCount"] = "1"
+    assert ingest.sqs(event) == {"batchItemFailures": []}
     assert ingest.events(DELIVERIES) == before
 
 

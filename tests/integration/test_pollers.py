@@ -83,23 +83,43 @@ class FaultyDynamoDb:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
+    def _throttled(self, request: Any) -> bool:
+        """Whether this write is refused (a throttle's marker in it, with failures left)."""
+        text = json.dumps(request, default=str)
+        for marker, left in self._faults.throttle.items():
+            if left and marker in text:
+                self._faults.throttle[marker] = left - 1
+                return True
+        return False
+
     def transact_write_items(self, **kwargs: Any) -> Any:
         faults = self._faults
         faults.writes += 1
         if faults.crash_at_write == faults.writes:
             raise Crash
-        text = json.dumps(kwargs, default=str)
-        for marker, left in faults.throttle.items():
-            if left and marker in text:
-                faults.throttle[marker] = left - 1
-                error = {
-                    "Error": {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}
-                }
-                raise ClientError(error, "TransactWriteItems")
+        if self._throttled(kwargs):
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}}
+            raise ClientError(error, "TransactWriteItems")
         answer = self._real.transact_write_items(**kwargs)
         if faults.crash_after_write == faults.writes:
             raise Crash
         return answer
+
+    def batch_write_item(self, **kwargs: Any) -> Any:
+        faults = self._faults
+        faults.writes += 1
+        if faults.crash_at_write == faults.writes:
+            raise Crash
+        # DynamoDB hands back the puts a throttled partition refused, and writes the others.
+        refused: dict[str, list[Any]] = {}
+        passed: dict[str, list[Any]] = {}
+        for table, writes in kwargs["RequestItems"].items():
+            for write in writes:
+                (refused if self._throttled(write) else passed).setdefault(table, []).append(write)
+        answer = self._real.batch_write_item(RequestItems=passed) if passed else {}
+        if faults.crash_after_write == faults.writes:
+            raise Crash
+        return {**answer, "UnprocessedItems": refused}
 
 
 class Launcher:

@@ -404,3 +404,16 @@ def test_appending_from_a_stale_head_loses_the_race(store: DynamoDbStore) -> Non
     with pytest.raises(ValueError, match="cannot take entries"):
         store.append_entries(Pipeline("one", schedule=A, job=JOB, batch=False), stale, [])
     assert store.read_queue_head("both").summary.entries == 2  # type: ignore[union-attr]
+
+
+def test_an_event_that_is_its_own_dedupe_record_is_stored_and_counted_once(store: DynamoDbStore) -> None:
+    # A run's outlet event (its key follows from the run): every delivery of the run's success puts it again.
+    event = AssetEvent("s3://lake/own", "ev-own", T0, {"rows": 3}, {"type": "run", "run_id": "r-1"})
+    assert store.put_event(event) == (event, True)
+    assert store.put_event(event) == (event, False)
+    (stored,) = store.list_events("s3://lake/own", limit=10).items
+    assert stored["id"] == "ev-own"
+    (summary,) = [a for a in store.list_assets().items if a["uri"] == "s3://lake/own"]
+    assert summary["event_count"] == 1
+    assert store.find_stored(event) == event
+    assert store.find_stored(AssetEvent("s3://lake/own", "ev-other", T0)) is None

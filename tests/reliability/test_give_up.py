@@ -386,6 +386,7 @@ def test_a_message_dead_lettered_after_its_receives_is_replayed_as_the_same_mess
     before = len(world.events(ORDERS))
     # Given the orders watcher's writes failing until SQS dead-letters the message (3 receives)
     world.faults.arm("ingest-orders", "dynamodb", "transact_write_items")
+    world.faults.arm("ingest-orders", "dynamodb", "batch_write_item")
     world.send_order(2)
     eventually(lambda: world.queue_depth(dlq) == 1, what="the dead-lettered message", timeout=90)
     assert len(world.events(ORDERS)) == before

@@ -58,7 +58,7 @@ INBOX = ("s3://assetflow-demo-inbox/incoming", "x-audit://inbox/intake")
 AUDIT = "s3://assetflow-demo/audit/partner_feeds"
 
 PROFILES: dict[str, TableAccess] = {
-    "ingest-deliveries": table_access.ingest(DELIVERIES, [f"sqs:{QUEUE_ARN}:"]),
+    "ingest-deliveries": table_access.ingest(DELIVERIES, [f"sqs:{QUEUE_ARN}:"], batched_puts=True),
     "ingest-sensor-readings": table_access.ingest(READINGS, ["kafka:"]),
     # as AssetflowService._ingest_access grants them: every asset the watcher feeds, its own identities
     "ingest-inbox-files": table_access.ingest(INBOX, ["s3:inbox-files:", f"sqs:{INBOX_QUEUE_ARN}:"]),

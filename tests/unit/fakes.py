@@ -7,8 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from assetflow.core.errors import AssetflowError
-from assetflow.core.events import AssetEvent
+from assetflow.core.events import AssetEvent, format_timestamp
 from assetflow.ports import Written
+
+
+def own_key(event: AssetEvent) -> str:
+    """What a keyed event's item is found by, in a fake: its asset, time and id (its key in the table)."""
+    return f"{event.asset}@{format_timestamp(event.timestamp)}#{event.id}"
 
 
 def put_events_one_by_one(
@@ -18,9 +23,11 @@ def put_events_one_by_one(
     now: datetime,
     lanes: Sequence[str] | None = None,
     lasting: bool = False,
+    blind: bool = False,
 ) -> list[Written | AssetflowError]:
     """``EventStore.put_events`` over a fake's ``put_event``: an error answers its event, and blocks the rest
-    of its lane, as the DynamoDB store does."""
+    of its lane, as the DynamoDB store does; ``blind`` writes answer every event as new, as its unconditional
+    puts do."""
     answers: list[Written | AssetflowError] = []
     blocked: set[str] = set()
     for n, (event, dedupe_key) in enumerate(events):
@@ -36,5 +43,5 @@ def put_events_one_by_one(
             if lane is not None:
                 blocked.add(lane)
             continue
-        answers.append(Written(stored, created))
+        answers.append(Written(stored, created or blind))
     return answers

@@ -41,7 +41,7 @@ from assetflow_job import AssetEvent as JobEvent
 from assetflow_job import ExtraReferenceError as JobExtraReferenceError
 from assetflow_job import ExtraResolver, RunContext
 from assetflow_job.contract import REF_KEY
-from tests.unit.fakes import put_events_one_by_one
+from tests.unit.fakes import own_key, put_events_one_by_one
 
 NOW = datetime(2026, 11, 21, 10, 15, 0, 123456, tzinfo=UTC)
 BUCKET = "runs-bucket"
@@ -271,17 +271,22 @@ class FakeStore:
         now: datetime | None = None,
         lasting: bool = False,
     ):
-        assert dedupe_key is not None
-        if dedupe_key in self.events:
-            return self.events[dedupe_key], False
-        self.events[dedupe_key] = event
+        key = dedupe_key if dedupe_key is not None else own_key(event)
+        if key in self.events:
+            return self.events[key], False
+        self.events[key] = event
         return event, True
 
     def find_dedupe(self, dedupe_key: str) -> AssetEvent | None:
         return self.events.get(dedupe_key)
 
-    def put_events(self, events: Any, *, now: datetime, lanes: Any = None, lasting: bool = False) -> Any:
-        return put_events_one_by_one(self, events, now=now, lanes=lanes, lasting=lasting)
+    def find_stored(self, event: AssetEvent) -> AssetEvent | None:
+        return self.events.get(own_key(event))
+
+    def put_events(
+        self, events: Any, *, now: datetime, lanes: Any = None, lasting: bool = False, blind: bool = False
+    ) -> Any:
+        return put_events_one_by_one(self, events, now=now, lanes=lanes, lasting=lasting, blind=blind)
 
     def quarantine(self, **fields: Any) -> bool:
         raise AssertionError(f"unexpected quarantine: {fields['reason']}")
@@ -315,7 +320,7 @@ def test_a_large_message_is_stored_by_reference_with_the_same_event_id(translato
     assert again.detached.ref != outcome.detached.ref
     assert Ingest(store=store, extras=extras).store_outcome(again, now=NOW) is False
     assert s3.puts == 1
-    assert store.events[outcome.identity] == outcome.event
+    assert store.events[own_key(outcome.event)] == outcome.event
 
 
 def test_a_small_message_stays_inline_with_an_extras_store(translator: MessageTranslator) -> None:

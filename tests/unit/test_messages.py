@@ -34,7 +34,7 @@ from assetflow.core.limits import MAX_MESSAGE_EXTRA_BYTES as MAX_EXTRA_BYTES
 from assetflow.core.limits import MAX_PAYLOAD_DEPTH, MAX_QUARANTINE_BODY_BYTES
 from assetflow.ports import Accepted, Quarantined
 from assetflow.usecases.ingest import Ingest
-from tests.unit.fakes import put_events_one_by_one
+from tests.unit.fakes import own_key, put_events_one_by_one
 
 NOW = datetime(2026, 11, 21, 10, 15, 0, 123456, tzinfo=UTC)
 REGION_ACCOUNT = "us-east-1:123456789012"
@@ -164,7 +164,8 @@ def test_an_sqs_message_becomes_an_event_of_the_watched_asset(translator: Messag
     assert result.event.to_json() == {
         "asset": "x-shop://orders",
         "id": derive_id("ev", identity),
-        "timestamp": "2026-11-21T10:15:00.123456Z",
+        # When SQS took the message in (SentTimestamp), which every delivery carries: not the ingest time.
+        "timestamp": "2025-11-21T10:00:00.123000Z",
         "extra": {
             "payload": {"order_id": "o-1", "amount": 12.5},
             "message": {
@@ -698,16 +699,20 @@ class FakeStore:
         now: datetime | None = None,
         lasting: bool = False,
     ) -> tuple[AssetEvent, bool]:
-        assert dedupe_key is not None
-        if any(marker in dedupe_key for marker in self.fail_for):
+        # A keyed message's event is its own dedupe record: found by what its item's key is made of.
+        key = dedupe_key if dedupe_key is not None else own_key(event)
+        message_id = thaw_json(event.extra).get("message", {}).get("message_id")
+        if any(marker in key or marker == message_id for marker in self.fail_for):
             raise StoreUnavailableError("throttled")
-        if dedupe_key in self.events:
-            return self.events[dedupe_key], False
-        self.events[dedupe_key] = event
+        if key in self.events:
+            return self.events[key], False
+        self.events[key] = event
         return event, True
 
-    def put_events(self, events: Any, *, now: datetime, lanes: Any = None, lasting: bool = False) -> Any:
-        return put_events_one_by_one(self, events, now=now, lanes=lanes, lasting=lasting)
+    def put_events(
+        self, events: Any, *, now: datetime, lanes: Any = None, lasting: bool = False, blind: bool = False
+    ) -> Any:
+        return put_events_one_by_one(self, events, now=now, lanes=lanes, lasting=lasting, blind=blind)
 
     def quarantine(self, *, identity: str, **fields: Any) -> bool:
         if identity in self.quarantined:
@@ -718,14 +723,68 @@ class FakeStore:
 
 def test_store_outcome_writes_once_per_identity(translator: MessageTranslator) -> None:
     store = FakeStore()
-    good = translator.from_sqs(sqs(order()), now=NOW)
+    good = accepted(translator.from_sqs(sqs(order()), now=NOW))
+    again = translator.from_sqs(sqs(order(), ApproximateReceiveCount="2"), now=NOW)
     bad = translator.from_sqs(sqs("{}"), now=NOW)
     assert Ingest(store=store).store_outcome(good, now=NOW) is True
-    assert Ingest(store=store).store_outcome(good, now=NOW) is False
+    assert Ingest(store=store).store_outcome(again, now=NOW) is False
     assert Ingest(store=store).store_outcome(bad, now=NOW) is True
     assert Ingest(store=store).store_outcome(bad, now=NOW) is False
-    assert list(store.events) == [f"sqs:{ORDERS_ARN}:m-1"]
+    assert list(store.events) == [own_key(good.event)]
     assert store.quarantined[f"sqs:{ORDERS_ARN}:m-1"]["watcher"] == "orders"
+
+
+def test_a_standard_queue_message_is_keyed_by_itself_and_the_fifo_or_untimed_ones_are_not(
+    translator: MessageTranslator,
+) -> None:
+    # A standard queue's message: timed by SQS (SentTimestamp), the same on every delivery.
+    first = accepted(translator.from_sqs(sqs(order()), now=NOW))
+    later = accepted(
+        translator.from_sqs(sqs(order(), ApproximateReceiveCount="3"), now=NOW + timedelta(hours=1))
+    )
+    assert (first.keyed, first.first_delivery) == (True, True)
+    assert (later.keyed, later.first_delivery) == (True, False)
+    assert (later.event.timestamp, later.event.id) == (first.event.timestamp, first.event.id)
+    assert first.event.timestamp == datetime(2025, 11, 21, 10, 0, 0, 123000, tzinfo=UTC)
+
+    # A FIFO queue's keeps the ingest time (its batch's order), as does a record SQS did not time.
+    body = json.dumps({"meta": {"day": "2026-11-21"}})
+    fifo = accepted(translator.from_sqs(sqs(body, arn=FIFO_ARN, MessageGroupId="g"), now=NOW))
+    untimed = sqs(order())
+    del untimed["attributes"]["SentTimestamp"]
+    for outcome in (fifo, accepted(translator.from_sqs(untimed, now=NOW))):
+        assert (outcome.keyed, outcome.event.timestamp) == (False, NOW)
+
+
+@dataclass
+class RecordingStore(FakeStore):
+    """A fake store that records how each batch of events was written."""
+
+    batches: list[tuple[bool, int]] = field(default_factory=list)  # (blind, events)
+
+    def put_events(
+        self, events: Any, *, now: datetime, lanes: Any = None, lasting: bool = False, blind: bool = False
+    ) -> Any:
+        self.batches.append((blind, len(events)))
+        return super().put_events(events, now=now, lanes=lanes, lasting=lasting, blind=blind)
+
+
+def test_ingest_puts_first_deliveries_blind_and_checks_the_rest(translator: MessageTranslator) -> None:
+    store = RecordingStore()
+    outcomes = [
+        translator.from_sqs(sqs(order(), message_id="m-1"), now=NOW),
+        translator.from_sqs(sqs(order(), message_id="m-2", ApproximateReceiveCount="2"), now=NOW),
+        translator.from_sqs(sqs(order(), message_id="m-3"), now=NOW),
+    ]
+    assert Ingest(store=store).store_outcomes(outcomes, now=NOW) == [True, True, True]
+    # Two first deliveries in one blind batch; the redelivery in a checked one (no dedupe records).
+    assert store.batches == [(True, 2), (False, 1)]
+    assert not any(key.startswith("sqs:") for key in store.events)
+
+    # In lanes (a FIFO queue, a Kafka partition) nothing is written blind: order and failures hold per lane.
+    store = RecordingStore()
+    Ingest(store=store).store_outcomes(outcomes, now=NOW, lanes=["a", "a", "b"])
+    assert store.batches == [(False, 3)]
 
 
 def test_one_source_feeding_several_assets_makes_one_event_per_asset_once() -> None:
@@ -738,9 +797,10 @@ def test_one_source_feeding_several_assets_makes_one_event_per_asset_once() -> N
     store = FakeStore()
 
     # When one message arrives, twice (a redelivery)
-    outcome = translator.from_sqs(sqs('{"order_id": 7}', arn=ORDERS_ARN.replace("orders", "orders")), now=NOW)
+    outcome = translator.from_sqs(sqs('{"order_id": 7}'), now=NOW)
+    again = translator.from_sqs(sqs('{"order_id": 7}', ApproximateReceiveCount="2"), now=NOW)
     assert Ingest(store=store).store_outcome(outcome, now=NOW) is True
-    assert Ingest(store=store).store_outcome(outcome, now=NOW) is False
+    assert Ingest(store=store).store_outcome(again, now=NOW) is False
 
     # Then: one event of each asset, with the same payload and distinct ids, each stored once
     events = sorted(store.events.values(), key=lambda e: e.asset)

@@ -32,6 +32,8 @@ from assetflow.ports import Page, Written
 #: One transaction of ingest's batched writes stays under DynamoDB's 4 MB (events are at most ~41 KB each).
 _TRANSACTION_BYTES = 3 * 1024 * 1024
 _BATCH_ATTEMPTS = 6
+#: Items in one BatchWriteItem request.
+_BATCH_WRITE_MAX = 25
 
 
 def dedupe_pk(dedupe_key: str) -> str:
@@ -43,8 +45,10 @@ class DynamoDbEventStore(DynamoDbTable):
     """Asset events under ``ASSET#<uri>`` sorted by (timestamp, id), assets' summaries, alias resolutions.
 
     An asset's summary (``#META``: its name, when it was created, by which event, how many events it has)
-    is kept by the writes that store events, in the same transaction: counted once per event, whatever the
-    redeliveries, and never by the evaluator. Its newest event time is read from the events themselves.
+    is kept by the writes that store events, in the same transaction where there is one (events with dedupe
+    records), else right after the events' puts: counted once per event written, and never by the evaluator.
+    It is a view: a crash between an event's put and its count leaves the event uncounted. Its newest event
+    time is read from the events themselves.
     ``asset_name`` gives the declared name of an asset the summary is created for.
     """
 
@@ -154,10 +158,32 @@ class DynamoDbEventStore(DynamoDbTable):
             StoreUnavailableError: throttled; the caller should fail the message so it is retried.
             ConflictError: a lost race with a concurrent writer of the same asset's summary; retry.
         """
+        if dedupe_key is None:
+            return self._put_own(event)
         (answer,) = self.put_events([(event, dedupe_key)], now=now or event.timestamp, lasting=lasting)
         if isinstance(answer, AssetflowError):
             raise answer
         return answer.event, answer.created
+
+    def _put_own(self, event: AssetEvent) -> tuple[AssetEvent, bool]:
+        """An event that is its own dedupe record (a run's outlet event): a conditional put, then the count.
+
+        Two requests and two write units (and the index entry of a run's event), where one transaction of
+        the two bills four: the asset's summary is a view. A crash between the two leaves the event stored
+        and uncounted (its retry finds it and counts nothing), the count never ahead of the events.
+        """
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table,
+                Item=self._event_item(event),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ConflictError:
+            return event, False  # stored before: the same event (its key and id follow from what made it)
+        self._call("update_item", **self._count_update(event.asset, [event])["Update"])
+        self._known_assets.add(event.asset)
+        return event, True
 
     def put_events(
         self,
@@ -166,10 +192,11 @@ class DynamoDbEventStore(DynamoDbTable):
         now: datetime,
         lanes: Sequence[str] | None = None,
         lasting: bool = False,
+        blind: bool = False,
     ) -> list[Written | AssetflowError]:
         """Store events once each, batched in transactions; one answer per event, in order.
 
-        ``lasting``: their dedupe records never expire (see ``_dedupe_put``).
+        ``lasting``: their dedupe records never expire (see ``_dedupe_put``). ``blind``: see ``_put_blind``.
 
         A transaction holds up to ~30 events: each one's item and dedupe record, and one summary update per
         asset.
@@ -179,6 +206,8 @@ class DynamoDbEventStore(DynamoDbTable):
         events with the error; the other chunks are written whatever happens to it, except for the events
         of the same ``lanes`` after it.
         """
+        if blind:
+            return self._put_blind([event for event, _ in events], dedupe_keys=[d for _, d in events])
         answers: list[Written | AssetflowError | None] = [None] * len(events)
         first_of: dict[str, int] = {}
         todo: list[int] = []
@@ -213,6 +242,59 @@ class DynamoDbEventStore(DynamoDbTable):
                 earlier = answers[first_of[identity]]
                 answers[n] = Written(earlier.event, False) if isinstance(earlier, Written) else earlier
         return [a for a in answers if a is not None]
+
+    def _put_blind(
+        self, events: Sequence[AssetEvent], *, dedupe_keys: Sequence[str | None]
+    ) -> list[Written | AssetflowError]:
+        """Events that are their own dedupe records, not stored yet: batched puts, then a count per asset.
+
+        Up to 25 events a request, without a condition or a transaction: a write unit an event, where a
+        transaction bills two for the event and two for its dedupe record. A duplicate delivery puts the same
+        item again, which changes nothing (and makes no stream record). Each asset's summary then counts
+        the events written, in one update; if it cannot be written, its events are answered with the error
+        (their messages come back and find their items written: the count is a view and misses them).
+        """
+        if any(key is not None for key in dedupe_keys):
+            raise ValueError("blind writes take events that are their own dedupe records, not dedupe keys")
+        answers: list[Written | AssetflowError | None] = [None] * len(events)
+        first_of: dict[tuple[str, str], int] = {}
+        items: dict[int, dict[str, Any]] = {}
+        for n, event in enumerate(events):
+            item = self._event_item(event)
+            key = (item["pk"]["S"], item["sk"]["S"])
+            if key in first_of:  # one request may not put an item twice
+                answers[n] = Written(event, False)
+                continue
+            first_of[key] = n
+            items[n] = item
+        positions = list(items)
+        by_asset: dict[str, list[int]] = {}
+        for start in range(0, len(positions), _BATCH_WRITE_MAX):
+            chunk = positions[start : start + _BATCH_WRITE_MAX]
+            try:
+                left = {(i["pk"]["S"], i["sk"]["S"]) for i in self._put_many([items[n] for n in chunk])}
+            except StoreUnavailableError as exc:
+                for n in chunk:
+                    answers[n] = exc
+                continue
+            for n in chunk:
+                if (items[n]["pk"]["S"], items[n]["sk"]["S"]) in left:
+                    answers[n] = StoreUnavailableError(
+                        "batch_write_item: event left unprocessed after retries"
+                    )
+                    continue
+                answers[n] = Written(events[n], True)
+                by_asset.setdefault(events[n].asset, []).append(n)
+        for uri, written in sorted(by_asset.items()):
+            update = self._count_update(uri, [events[n] for n in written])["Update"]
+            try:
+                self._call("update_item", **update)
+            except AssetflowError as exc:
+                for n in written:
+                    answers[n] = exc
+                continue
+            self._known_assets.add(uri)
+        return [a if a is not None else ConflictError("event not written") for a in answers]
 
     def _chunks(self, events: Sequence[tuple[AssetEvent, str | None]]) -> list[list[int]]:
         """Positions of ``events`` grouped so that each group fits one transaction (items and bytes)."""
@@ -357,6 +439,12 @@ class DynamoDbEventStore(DynamoDbTable):
         pk, sk = (part["S"] for part in found["event_key"]["L"])
         event = self._get(pk, sk)
         return AssetEvent.from_json(json.loads(event["event"])) if event else None
+
+    def find_stored(self, event: AssetEvent) -> AssetEvent | None:
+        """The event stored under ``event``'s own key (its asset, time and id), if any."""
+        key = self.event_key(event)
+        found = self._get(key["pk"]["S"], key["sk"]["S"])
+        return AssetEvent.from_json(json.loads(found["event"])) if found else None
 
     # ---- assets ------------------------------------------------------------------------------------------
 

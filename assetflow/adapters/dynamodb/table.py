@@ -394,16 +394,26 @@ class DynamoDbTable:
         Raises:
             StoreUnavailableError: throttled, or items stayed unprocessed after every retry.
         """
+        if self._put_many(items):
+            raise StoreUnavailableError("batch_write_item: items left unprocessed after retries")
+
+    def _put_many(self, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Unconditional puts of up to 25 items in one BatchWriteItem; the items still unwritten after retries.
+
+        DynamoDB hands back what a throttled partition refused; it is put again, with a growing pause.
+
+        Raises:
+            StoreUnavailableError: the whole request throttled every time.
+        """
         request: dict[str, Any] = {self.table: [{"PutRequest": {"Item": dict(i)}} for i in items]}
         for attempt in range(8):
             if not request:
-                return
+                return []
             answer = self._call("batch_write_item", RequestItems=request)
             request = answer.get("UnprocessedItems") or {}
             if request:
                 time.sleep(min(0.05 * 2**attempt, 1.0))
-        if request:
-            raise StoreUnavailableError("batch_write_item: items left unprocessed after retries")
+        return [w["PutRequest"]["Item"] for w in request.get(self.table, [])]
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         found = self._call(

@@ -84,11 +84,12 @@ class Ingest:
             if lanes is not None and isinstance(prepared, Exception):
                 failed_lanes.add(lanes[n])
         # A keyed message's first delivery goes out in batched puts; the rest in conditional transactions.
-        blind = [(n, o) for n, o in accepted if lanes is None and o.keyed and o.first_delivery]
-        checked = [(n, o) for n, o in accepted if not (lanes is None and o.keyed and o.first_delivery)]
-        for group, unconditional in ((blind, True), (checked, False)):
+        groups: dict[bool, list[tuple[int, Accepted]]] = {True: [], False: []}
+        for n, o in accepted:
+            groups[lanes is None and o.keyed and o.first_delivery].append((n, o))
+        for blind, group in sorted(groups.items(), reverse=True):
             if group:
-                self._write(group, answers, outcomes, now=now, lanes=lanes, blind=unconditional)
+                self._write(group, answers, outcomes, now=now, lanes=lanes, blind=blind)
         if lanes is not None:
             # What follows a failure in its lane comes back with it (written or not: writes are idempotent).
             seen_failure: set[str] = set()
@@ -125,7 +126,7 @@ class Ingest:
             lanes=None if lanes is None else [lanes[n] for n, _, _ in rows],
             # One source's batch: all lasting or none (a mixed one keeps every record, the safe side).
             lasting=any(o.lasting_identity for _, o in accepted),
-            **({"blind": True} if blind else {}),
+            blind=blind,
         )
         for (n, _, identity), result in zip(rows, written, strict=True):
             if isinstance(result, Exception):

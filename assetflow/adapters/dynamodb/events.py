@@ -207,7 +207,11 @@ class DynamoDbEventStore(DynamoDbTable):
         of the same ``lanes`` after it.
         """
         if blind:
-            return self._put_blind([event for event, _ in events], dedupe_keys=[d for _, d in events])
+            if any(dedupe is not None for _, dedupe in events):
+                raise ValueError(
+                    "blind writes take events that are their own dedupe records, not dedupe keys"
+                )
+            return self._put_blind([event for event, _ in events])
         answers: list[Written | AssetflowError | None] = [None] * len(events)
         first_of: dict[str, int] = {}
         todo: list[int] = []
@@ -243,9 +247,7 @@ class DynamoDbEventStore(DynamoDbTable):
                 answers[n] = Written(earlier.event, False) if isinstance(earlier, Written) else earlier
         return [a for a in answers if a is not None]
 
-    def _put_blind(
-        self, events: Sequence[AssetEvent], *, dedupe_keys: Sequence[str | None]
-    ) -> list[Written | AssetflowError]:
+    def _put_blind(self, events: Sequence[AssetEvent]) -> list[Written | AssetflowError]:
         """Events that are their own dedupe records, not stored yet: batched puts, then a count per asset.
 
         Up to 25 events a request, without a condition or a transaction: a write unit an event, where a
@@ -254,18 +256,18 @@ class DynamoDbEventStore(DynamoDbTable):
         the events written, in one update; if it cannot be written, its events are answered with the error
         (their messages come back and find their items written: the count is a view and misses them).
         """
-        if any(key is not None for key in dedupe_keys):
-            raise ValueError("blind writes take events that are their own dedupe records, not dedupe keys")
         answers: list[Written | AssetflowError | None] = [None] * len(events)
-        first_of: dict[tuple[str, str], int] = {}
+        keys: dict[int, tuple[str, str]] = {}
+        taken: set[tuple[str, str]] = set()
         items: dict[int, dict[str, Any]] = {}
         for n, event in enumerate(events):
             item = self._event_item(event)
             key = (item["pk"]["S"], item["sk"]["S"])
-            if key in first_of:  # one request may not put an item twice
+            if key in taken:  # one request may not put an item twice
                 answers[n] = Written(event, False)
                 continue
-            first_of[key] = n
+            taken.add(key)
+            keys[n] = key
             items[n] = item
         positions = list(items)
         by_asset: dict[str, list[int]] = {}
@@ -278,7 +280,7 @@ class DynamoDbEventStore(DynamoDbTable):
                     answers[n] = exc
                 continue
             for n in chunk:
-                if (items[n]["pk"]["S"], items[n]["sk"]["S"]) in left:
+                if keys[n] in left:
                     answers[n] = StoreUnavailableError(
                         "batch_write_item: event left unprocessed after retries"
                     )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -89,6 +90,14 @@ class OperationTally:
     estimated_read_units: float = 0.0
     #: What DynamoDB Local reported for transactions (priced from their requests instead).
     reported_write_units: float = 0.0
+
+
+@dataclass
+class WriteTally:
+    """What one kind of DynamoDB write cost so far (``write_labels``): items written and their write units."""
+
+    writes: int = 0
+    write_units: float = 0.0
 
 
 @dataclass
@@ -182,6 +191,94 @@ def transaction_write_units(items: Any) -> float:
     return units
 
 
+def item_kind(item: Mapping[str, Any]) -> str:
+    """What a stored item is, from its keys (README's data model)."""
+    pk, sk = item["pk"]["S"], item["sk"]["S"]
+    if pk.startswith("DEDUPE#"):
+        return "dedupe"
+    if sk.startswith("EVENT#"):
+        return "event"
+    if sk.startswith("COUNTED#"):
+        return "counted"
+    if sk.startswith("SEEN#"):
+        return "seen"
+    if pk.startswith("QUEUE#"):
+        return "queue-entry"
+    if pk.startswith("RUN#"):
+        return "run"
+    if pk.startswith("JOBRUN#"):
+        return "job-run"
+    if pk.startswith(("ASSET#", "ALIAS#")):
+        return "asset"
+    return "pipeline"
+
+
+#: The clauses of an update expression, each followed by its comma-separated actions.
+_CLAUSE = re.compile(r"\b(SET|REMOVE|ADD|DELETE)\b", re.IGNORECASE)
+
+
+def _top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside parentheses (``if_not_exists(a, :b)`` stays one action)."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [p.strip() for p in [*parts, current] if p.strip()]
+
+
+def updated_attributes(expression: str, names: Mapping[str, str] | None = None) -> list[str]:
+    """The attributes an update expression sets, removes, adds to or deletes from, by name, sorted."""
+    names = names or {}
+    found: set[str] = set()
+    pieces = _CLAUSE.split(expression)
+    for clause, body in zip(pieces[1::2], pieces[2::2], strict=True):
+        for action in _top_level(body):
+            target = action.split("=", 1)[0] if clause.upper() == "SET" else action.split()[0]
+            found.add(names.get(target.strip(), target.strip()))
+    return sorted(found)
+
+
+def _write_label(action: str, body: Mapping[str, Any]) -> str:
+    """One write's label: its action and the kind of item it writes (an update: the attributes it changes)."""
+    item = body.get("Item") or body.get("Key") or {}
+    kind = item_kind(item) if {"pk", "sk"} <= set(item) else "?"
+    if action in ("Update", "UpdateItem"):
+        changed = updated_attributes(
+            str(body.get("UpdateExpression") or ""), body.get("ExpressionAttributeNames")
+        )
+        return f"{action} {kind} ({', '.join(changed)})"
+    return f"{action} {kind}"
+
+
+def write_labels(operation: str, params: Mapping[str, Any]) -> list[tuple[str, float | None]]:
+    """What a DynamoDB write request writes, as (label, write units) per part; None: the units DynamoDB reports.
+
+    A transaction's items are priced one by one (``transaction_write_units``), labelled "... in a transaction";
+    a BatchWriteItem is one part named after the kinds of items it puts or deletes.
+    """
+    if operation == "TransactWriteItems":
+        labels = []
+        for entry in params.get("TransactItems") or []:
+            (action, body), *_ = entry.items()
+            labels.append(
+                (f"{_write_label(action, body)} in a transaction", transaction_write_units([entry]))
+            )
+        return labels
+    if operation == "BatchWriteItem":
+        kinds: set[str] = set()
+        for requests in (params.get("RequestItems") or {}).values():
+            for request in requests:
+                (action, body), *_ = request.items()
+                item = body.get("Item") or body.get("Key") or {}
+                kinds.add(f"{action.removesuffix('Request')} {item_kind(item)}")
+        return [(f"BatchWriteItem ({', '.join(sorted(kinds))})", None)]
+    return [(_write_label(operation, params), None)]
+
+
 def _sqs_payload(fields: Mapping[str, Any]) -> int:
     """The message payload of an SQS request's parameters or response: bodies and message attributes."""
     messages = [fields, *(fields.get("Entries") or []), *(fields.get("Messages") or [])]
@@ -200,6 +297,7 @@ class RequestCounter:
         self._lock = threading.Lock()
         self._operations: dict[tuple[str, str], OperationTally] = {}
         self._functions: dict[str, FunctionTally] = {}
+        self._writes: dict[str, WriteTally] = {}
         self._log_bytes = 0
         self._paused = 0
 
@@ -228,6 +326,8 @@ class RequestCounter:
         if service == "dynamodb":
             if "ReturnConsumedCapacity" in model.input_shape.members:
                 params.setdefault("ReturnConsumedCapacity", "INDEXES")
+            if model.name in _DYNAMODB_WRITES or model.name == "TransactWriteItems":
+                context["count_write_labels"] = write_labels(model.name, params)
             if model.name == "TransactWriteItems":
                 context["count_items"] = len(params.get("TransactItems") or [])
                 context["count_transaction_units"] = transaction_write_units(
@@ -292,6 +392,30 @@ class RequestCounter:
                     tally.estimated_write_units += 2.0 * int(context.get("count_items", 1))
                 elif operation in _DYNAMODB_WRITES:
                     tally.estimated_write_units += float(context.get("count_items", 1))
+            labels = context.get("count_write_labels")
+            if labels:
+                self._tally_writes(
+                    labels, operation, write, failed=failed and not capacities, context=context
+                )
+
+    def _tally_writes(
+        self,
+        labels: list[tuple[str, float | None]],
+        operation: str,
+        reported: float,
+        *,
+        failed: bool,
+        context: Mapping[str, Any],
+    ) -> None:
+        """Split a write request's units over what it wrote (as the operation tally counts them)."""
+        if operation == "TransactWriteItems":
+            parts = [(label, 2.0 if failed else float(units or 0.0)) for label, units in labels]
+        else:
+            parts = [(labels[0][0], float(context.get("count_items", 1)) if failed else reported)]
+        for label, units in parts:
+            tally = self._writes.setdefault(label, WriteTally())
+            tally.writes += 1
+            tally.write_units += units
 
     # ---- what is not an AWS call here ------------------------------------------------------------------
 
@@ -320,6 +444,7 @@ class RequestCounter:
         with self._lock:
             self._operations.clear()
             self._functions.clear()
+            self._writes.clear()
             self._log_bytes = 0
 
     def operations(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -329,6 +454,12 @@ class RequestCounter:
             for (service, operation), tally in sorted(self._operations.items()):
                 found.setdefault(service, {})[operation] = asdict(tally)
             return found
+
+    def writes(self) -> dict[str, dict[str, float]]:
+        """``{label: {"writes", "write_units"}}`` for every kind of DynamoDB write (``write_labels``), by units."""
+        with self._lock:
+            ranked = sorted(self._writes.items(), key=lambda pair: (-pair[1].write_units, pair[0]))
+            return {label: asdict(tally) for label, tally in ranked}
 
     def functions(self) -> dict[str, dict[str, float]]:
         """``{function: {"invocations", "billed_ms", "gb_seconds", "records"}}``."""
@@ -373,7 +504,22 @@ class RequestCounter:
 
     def snapshot(self) -> dict[str, Any]:
         """Everything counted: the priced totals, per operation and per function (for a benchmark's JSON)."""
-        return {"counts": self.counts(), "operations": self.operations(), "functions": self.functions()}
+        return {
+            "counts": self.counts(),
+            "operations": self.operations(),
+            "writes": self.writes(),
+            "functions": self.functions(),
+        }
 
 
-__all__ = ["CHUNK_BYTES", "FunctionTally", "OperationTally", "RequestCounter"]
+__all__ = [
+    "CHUNK_BYTES",
+    "FunctionTally",
+    "OperationTally",
+    "RequestCounter",
+    "WriteTally",
+    "item_kind",
+    "transaction_write_units",
+    "updated_attributes",
+    "write_labels",
+]

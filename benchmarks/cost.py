@@ -50,7 +50,7 @@ from benchmarks._common import (
     summarize,
     write_result,
 )
-from benchmarks._counting import RequestCounter
+from benchmarks._counting import RequestCounter, item_kind
 
 NAME = "cost"
 
@@ -305,28 +305,6 @@ def cost_per_million(
 #: Kinds of items whose TTL removes them after 15 days (dedupe records, counted and seen markers).
 TRANSIENT_KINDS = frozenset({"dedupe", "counted", "seen"})
 _INDEX_OVERHEAD_BYTES = 100  # DynamoDB adds 100 bytes of indexing overhead per item and per index entry
-
-
-def item_kind(item: Mapping[str, Any]) -> str:
-    """What a stored item is, from its keys (README's data model)."""
-    pk, sk = item["pk"]["S"], item["sk"]["S"]
-    if pk.startswith("DEDUPE#"):
-        return "dedupe"
-    if sk.startswith("EVENT#"):
-        return "event"
-    if sk.startswith("COUNTED#"):
-        return "counted"
-    if sk.startswith("SEEN#"):
-        return "seen"
-    if pk.startswith("QUEUE#"):
-        return "queue-entry"
-    if pk.startswith("RUN#"):
-        return "run"
-    if pk.startswith("JOBRUN#"):
-        return "job-run"
-    if pk.startswith(("ASSET#", "ALIAS#")):
-        return "asset"
-    return "pipeline"
 
 
 def _attribute_bytes(value: Mapping[str, Any]) -> int:
@@ -1144,6 +1122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for op, t in last["operations"].get("dynamodb", {}).items()
                 if t["write_units"] + t["estimated_write_units"]
             },
+            # What the write units go to: each kind of write (an update by the attributes it changes; a
+            # transaction's items one by one), per message.
+            "write_units_by_write": {
+                label: {
+                    "writes_per_message": round(t["writes"] / messages, 3),
+                    "units_per_message": round(t["write_units"] / messages, 3),
+                }
+                for label, t in last["writes"].items()
+            },
             "functions_per_message": {
                 name: {k: v / messages for k, v in f.items()} for name, f in last["functions"].items()
             },
@@ -1198,6 +1185,13 @@ def _print(per_scenario: Mapping[str, Any], idle: Mapping[str, Any], runs: int) 
         ["storage $/month kept", *(per_scenario[n]["storage"]["usd_per_month_per_million"] for n in names)]
     )
     print_table(f"$ per million messages, us-east-1 (median of {runs} runs)", ["item", *names], rows)
+    for name in names:
+        writes = per_scenario[name]["write_units_by_write"]
+        print_table(
+            f"DynamoDB write units a message, {name} (last run), by write",
+            ["write", "writes", "units"],
+            [[label, w["writes_per_message"], w["units_per_message"]] for label, w in writes.items()],
+        )
     for name, found in idle.items():
         print_table(
             f"Idle cost per day of {name}: ${found['usd_per_day']:.3f} (${found['usd_per_month']:.2f}/month)",

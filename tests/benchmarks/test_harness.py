@@ -359,3 +359,70 @@ def test_a_transaction_is_priced_from_its_items_sizes_and_index_entries() -> Non
     assert transaction_write_units([{"Put": {"Item": indexed}}]) == 4.0  # the item, twice; two index entries
     removes = {"Key": small, "UpdateExpression": "SET job_run_id = :j REMOVE gsi3pk, gsi3sk"}
     assert transaction_write_units([{"Update": removes}, {"Delete": {"Key": small}}]) == 5.0
+
+
+def test_an_update_expression_names_the_attributes_it_changes() -> None:
+    from benchmarks._counting import updated_attributes
+
+    expression = (
+        "SET #s = :new, job_run_id = if_not_exists(job_run_id, :j), ended_at = if_not_exists(ended_at, :e) "
+        "REMOVE gsi3pk, gsi3sk ADD attempts :one"
+    )
+    assert updated_attributes(expression, {"#s": "state"}) == [
+        "attempts",
+        "ended_at",
+        "gsi3pk",
+        "gsi3sk",
+        "job_run_id",
+        "state",
+    ]
+    assert updated_attributes("ADD event_count :k") == ["event_count"]
+
+
+def test_write_units_are_told_apart_by_what_each_write_wrote() -> None:
+    counter = RequestCounter()
+    client = counter.attach(_dynamodb())
+    run_key = {"pk": {"S": "RUN#r1"}, "sk": {"S": "#RUN"}}
+    seen = {"pk": {"S": "QUEUE#p#"}, "sk": {"S": "SEEN#e1"}}
+    event = {"pk": {"S": "ASSET#s3://b/k"}, "sk": {"S": "EVENT#t#e1"}}
+    marking = {
+        "TableName": "t",
+        "Key": run_key,
+        "UpdateExpression": "SET job_run_id = :j, gsi3pk = :a",
+        "ExpressionAttributeValues": {":j": {"S": "j1"}, ":a": {"S": "ACTIVE#01"}},
+    }
+    transaction = [
+        {"Put": {"TableName": "t", "Item": {**run_key, "gsi1pk": {"S": "RUNS#p"}, "gsi1sk": {"S": "t#r1"}}}},
+        {"Put": {"TableName": "t", "Item": seen}},
+    ]
+    batch = {
+        "t": [{"PutRequest": {"Item": event}}, {"PutRequest": {"Item": {**event, "sk": {"S": "EVENT#u#e2"}}}}]
+    }
+    with Stubber(client) as stub:
+        stub.add_response("update_item", {"ConsumedCapacity": {"TableName": "t", "CapacityUnits": 3.0}})
+        stub.add_response("update_item", {"ConsumedCapacity": {"TableName": "t", "CapacityUnits": 3.0}})
+        stub.add_response(
+            "transact_write_items", {"ConsumedCapacity": [{"TableName": "t", "CapacityUnits": 2.0}]}
+        )
+        stub.add_response(
+            "batch_write_item", {"ConsumedCapacity": [{"TableName": "t", "CapacityUnits": 2.0}]}
+        )
+        stub.add_client_error("put_item", "ConditionalCheckFailedException")
+        client.update_item(**marking)
+        client.update_item(**marking)
+        client.transact_write_items(TransactItems=transaction)
+        client.batch_write_item(RequestItems=batch)
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+            client.put_item(TableName="t", Item=seen, ConditionExpression="attribute_not_exists(pk)")
+
+    writes = counter.writes()
+    assert writes == {
+        "UpdateItem run (gsi3pk, job_run_id)": {"writes": 2, "write_units": 6.0},
+        "Put run in a transaction": {"writes": 1, "write_units": 3.0},  # two units, one index entry
+        "BatchWriteItem (Put event)": {"writes": 1, "write_units": 2.0},
+        "Put seen in a transaction": {"writes": 1, "write_units": 2.0},
+        "PutItem seen": {"writes": 1, "write_units": 1.0},  # failed its condition: estimated, as AWS bills it
+    }
+    # The same units as the operations' tallies, split by what was written.
+    assert sum(w["write_units"] for w in writes.values()) == counter.counts()["dynamodb_write_units"]
+    assert list(counter.snapshot()["writes"]) == list(writes)

@@ -191,26 +191,24 @@ def transaction_write_units(items: Any) -> float:
     return units
 
 
+#: Item kinds by key prefix (README's data model), the first match winning: (key, prefix, kind).
+_KINDS = (
+    ("pk", "DEDUPE#", "dedupe"),
+    ("sk", "EVENT#", "event"),
+    ("sk", "COUNTED#", "counted"),
+    ("sk", "SEEN#", "seen"),
+    ("pk", "QUEUE#", "queue-entry"),
+    ("pk", "RUN#", "run"),
+    ("pk", "JOBRUN#", "job-run"),
+    ("pk", "ASSET#", "asset"),
+    ("pk", "ALIAS#", "asset"),
+)
+
+
 def item_kind(item: Mapping[str, Any]) -> str:
-    """What a stored item is, from its keys (README's data model)."""
-    pk, sk = item["pk"]["S"], item["sk"]["S"]
-    if pk.startswith("DEDUPE#"):
-        return "dedupe"
-    if sk.startswith("EVENT#"):
-        return "event"
-    if sk.startswith("COUNTED#"):
-        return "counted"
-    if sk.startswith("SEEN#"):
-        return "seen"
-    if pk.startswith("QUEUE#"):
-        return "queue-entry"
-    if pk.startswith("RUN#"):
-        return "run"
-    if pk.startswith("JOBRUN#"):
-        return "job-run"
-    if pk.startswith(("ASSET#", "ALIAS#")):
-        return "asset"
-    return "pipeline"
+    """What a stored item is, from its keys; "pipeline" for the rest (heads, counters, watermarks)."""
+    keys = {"pk": item["pk"]["S"], "sk": item["sk"]["S"]}
+    return next((kind for key, prefix, kind in _KINDS if keys[key].startswith(prefix)), "pipeline")
 
 
 #: The clauses of an update expression, each followed by its comma-separated actions.

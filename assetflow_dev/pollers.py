@@ -65,6 +65,10 @@ _KAFKA_TIMESTAMP_TYPES = {0: "CREATE_TIME", 1: "LOG_APPEND_TIME"}
 _STARTING_POSITIONS = ("TRIM_HORIZON", "LATEST")
 _KAFKA_EVENT_SOURCES = ("aws:kafka", "SelfManagedKafka")
 _KAFKA_REBUILD_AFTER_ERRORS = 3
+#: How often an idle Kafka poller checks that its broker still holds the offsets it committed (a local broker
+#: with memory storage loses them with its topics when it restarts), and how long it waits for the answer.
+KAFKA_COMMITTED_CHECK_SECONDS = 5.0
+_KAFKA_COMMITTED_CHECK_TIMEOUT_MS = 1000
 
 
 # -- the Lambda context ------------------------------------------------------------------------------------
@@ -1312,6 +1316,9 @@ class KafkaPoller(Poller):
         self._failures: dict[Any, tuple[int, int]] = {}
         self._last_records = time.monotonic()
         self._fetch_wait_ms = KAFKA_FETCH_WAIT_MS
+        # (topic, partition) -> the offset this consumer last committed, and when the broker was last asked.
+        self._committed: dict[Any, int] = {}
+        self._committed_checked = time.monotonic()
 
     def _connect(self) -> Any:
         if self._consumer is None:
@@ -1334,6 +1341,7 @@ class KafkaPoller(Poller):
         return self._consumer
 
     def _close(self) -> None:
+        self._committed.clear()  # a consumer built again resumes from what the broker holds
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             consumer.close(autocommit=False, timeout_ms=2000)
@@ -1370,9 +1378,43 @@ class KafkaPoller(Poller):
             assigned = consumer.assignment()
             for partition in [p for p in self._failures if p not in assigned]:
                 del self._failures[partition]  # revoked: another member retries it
+            self._check_committed(consumer, assigned)
             return bool(self._failures) or not _caught_up(consumer, assigned)
         self._handle(consumer, batch)
         return True
+
+    def _check_committed(self, consumer: Any, assigned: Iterable[Any]) -> None:
+        """When idle, now and then: start a partition over if its broker lost the offset committed for it.
+
+        A broker that restarts without its storage (Tansu's memory storage, locally) comes back with its topics
+        recreated empty and no committed offsets, while this consumer may keep its fetch position; a record
+        produced at offset 0 before its next fetch would then never be read (the log's end is the position, not
+        past it, so no reset happens). A group offset the broker no longer has is what a new member of the
+        group would meet: resume as it would, from the starting position.
+        """
+        now = time.monotonic()
+        if now - self._committed_checked < KAFKA_COMMITTED_CHECK_SECONDS:
+            return
+        self._committed_checked = now
+        for partition in list(assigned):
+            ours = self._committed.get(partition)
+            if ours is None:
+                continue
+            try:
+                theirs = consumer.committed(partition, timeout_ms=_KAFKA_COMMITTED_CHECK_TIMEOUT_MS)
+            except Exception:
+                return  # the broker is not answering (yet): look again next time
+            if theirs is not None and theirs >= ours:
+                continue
+            logger.warning(
+                "Kafka broker lost this group's offset: reading the partition from its starting position",
+                extra={"poller": self.name, "partition": str(partition), "committed": ours, "broker": theirs},
+            )
+            del self._committed[partition]
+            if self.starting_position == "TRIM_HORIZON":
+                consumer.seek_to_beginning(partition)
+            else:
+                consumer.seek_to_end(partition)
 
     def _set_fetch_wait(self, consumer: Any, wait_ms: int) -> None:
         """Change how long the broker may hold the consumer's next fetches (kafka-python reads it per fetch)."""
@@ -1520,6 +1562,7 @@ class KafkaPoller(Poller):
             {p: OffsetAndMetadata(offset, "", -1) for p, offset in offsets.items()},
             timeout_ms=KAFKA_COMMIT_TIMEOUT_MS,
         )
+        self._committed.update(offsets)
 
 
 def _caught_up(consumer: Any, assigned: Iterable[Any]) -> bool:

@@ -328,8 +328,9 @@ class RequestCounter:
                 context["count_write_labels"] = write_labels(model.name, params)
             if model.name == "TransactWriteItems":
                 context["count_items"] = len(params.get("TransactItems") or [])
-                context["count_transaction_units"] = transaction_write_units(
-                    params.get("TransactItems") or []
+                # Its items priced one by one for their labels: the transaction's price is their sum.
+                context["count_transaction_units"] = sum(
+                    units or 0.0 for _, units in context["count_write_labels"]
                 )
             elif model.name == "BatchWriteItem":
                 context["count_items"] = sum(len(v) for v in (params.get("RequestItems") or {}).values())
@@ -385,35 +386,29 @@ class RequestCounter:
             minimum = float(context.get("count_min_read_units", 0.0))
             if operation in _DYNAMODB_READS and read < minimum:
                 tally.estimated_read_units += minimum - read
+            estimated = 0.0
             if failed and not capacities:
                 if operation == "TransactWriteItems":
-                    tally.estimated_write_units += 2.0 * int(context.get("count_items", 1))
+                    estimated = 2.0 * int(context.get("count_items", 1))
                 elif operation in _DYNAMODB_WRITES:
-                    tally.estimated_write_units += float(context.get("count_items", 1))
+                    estimated = float(context.get("count_items", 1))
+                tally.estimated_write_units += estimated
             labels = context.get("count_write_labels")
             if labels:
-                self._tally_writes(
-                    labels, operation, write, failed=failed and not capacities, context=context
-                )
+                self._tally_writes(labels, write + estimated)
 
-    def _tally_writes(
-        self,
-        labels: list[tuple[str, float | None]],
-        operation: str,
-        reported: float,
-        *,
-        failed: bool,
-        context: Mapping[str, Any],
-    ) -> None:
-        """Split a write request's units over what it wrote (as the operation tally counts them)."""
-        if operation == "TransactWriteItems":
-            parts = [(label, 2.0 if failed else float(units or 0.0)) for label, units in labels]
-        else:
-            parts = [(labels[0][0], float(context.get("count_items", 1)) if failed else reported)]
-        for label, units in parts:
+    def _tally_writes(self, labels: list[tuple[str, float | None]], billed: float) -> None:
+        """Split a write request's units, as its operation's tally counted them, over what it wrote.
+
+        A request priced from its parts (a transaction) gives each part its own price; otherwise (one item, a
+        batch, a failed transaction's per-item estimate) the parts share the units evenly.
+        """
+        priced = sum(units or 0.0 for _, units in labels)
+        by_part = priced > 0 and math.isclose(priced, billed)
+        for label, units in labels:
             tally = self._writes.setdefault(label, WriteTally())
             tally.writes += 1
-            tally.write_units += units
+            tally.write_units += (units or 0.0) if by_part else billed / len(labels)
 
     # ---- what is not an AWS call here ------------------------------------------------------------------
 

@@ -87,9 +87,9 @@ class Ingest:
         groups: dict[bool, list[tuple[int, Accepted]]] = {True: [], False: []}
         for n, o in accepted:
             groups[lanes is None and o.keyed and o.first_delivery].append((n, o))
-        for blind, group in sorted(groups.items(), reverse=True):
-            if group:
-                self._write(group, answers, outcomes, now=now, lanes=lanes, blind=blind)
+        for blind in (True, False):
+            if groups[blind]:
+                self._write(groups[blind], answers, outcomes, now=now, lanes=lanes, blind=blind)
         if lanes is not None:
             # What follows a failure in its lane comes back with it (written or not: writes are idempotent).
             seen_failure: set[str] = set()

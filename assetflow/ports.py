@@ -332,6 +332,10 @@ class RunStore(Protocol):
         """Runs created but not yet accepted by the job service, oldest first."""
         ...
 
+    def forget_pending(self, runs: Sequence[Run]) -> None:
+        """Runs whose job run ids are recorded no longer wait: take them off what ``unsubmitted_runs`` reads."""
+        ...
+
     def submitted_active_runs(self) -> list[Run]:
         """Runs the job service accepted that are still queued or running here, oldest first."""
         ...

@@ -199,6 +199,7 @@ _KINDS = (
     ("sk", "SEEN#", "seen"),
     ("pk", "QUEUE#", "queue-entry"),
     ("pk", "RUN#", "run"),
+    ("pk", "PENDING#", "pending"),
     ("pk", "JOBRUN#", "job-run"),
     ("pk", "ASSET#", "asset"),
     ("pk", "ALIAS#", "asset"),

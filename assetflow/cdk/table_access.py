@@ -3,10 +3,11 @@
 The table's partitions say what they hold (see the store's modules): ``ASSET#<uri>`` (an asset's events, its
 summary, its alias resolutions), ``ALIAS#<name>``, ``DEDUPE#<identity>`` (by source: ``sqs:``, ``kafka:``,
 ``api#``, ``outlet#``, ``quarantine#``), ``QUARANTINE``, ``PIPELINE#<id>`` (queue heads, the active-run count),
-``QUEUE#<pipeline>#<key>`` (entries, seen markers) and ``RUN#<id>``. Each function gets the
-actions it uses on the partitions it uses, and nothing on the others: an ingest function writes its own
-asset's events and its own source's dedupe records, never a queue or a run, and deletes nothing it could not
-already overwrite (its events' batched puts are BatchWriteItem, which IAM cannot tell from deletes).
+``PENDING#<pipeline>`` (runs made, not yet submitted), ``QUEUE#<pipeline>#<key>`` (entries, seen markers) and
+``RUN#<id>``. Each function gets the actions it uses on the partitions it uses, and nothing on the others: an
+ingest function writes its own asset's events and its own source's dedupe records, never a queue or a run, and
+deletes nothing it could not already overwrite (its events' batched puts are BatchWriteItem, which IAM cannot
+tell from deletes).
 
 ``TableAccess`` is plain data, checked against the handlers' real requests in
 tests/reliability/test_least_privilege.py (every request of every function's flows must be allowed by its
@@ -114,10 +115,11 @@ def _like(value: str, pattern: str) -> bool:
 #: Evaluating a pipeline's queues and submitting its runs (the evaluator, and everything that releases held
 #: runs: run state, ticks, the sweep).
 EVALUATE = TableAccess(
-    reads=("PIPELINE#*", "QUEUE#*", "RUN#*"),
-    writes=("PIPELINE#*", "QUEUE#*", "RUN#*"),
-    # A batch=False run consumes its entry (and clearing a queue drops entries): queue entries only.
-    deletes=("QUEUE#*",),
+    reads=("PIPELINE#*", "PENDING#*", "QUEUE#*", "RUN#*"),
+    writes=("PIPELINE#*", "PENDING#*", "QUEUE#*", "RUN#*"),
+    # A batch=False run consumes its entry (and clearing a queue drops entries); a pending item goes once
+    # its runs are submitted.
+    deletes=("PENDING#*", "QUEUE#*"),
     indexes=("gsi3",),
 )
 #: Routing an event through its aliases, and announcing a new catalog once (its digest's marker, declared assets

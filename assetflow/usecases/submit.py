@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from assetflow.core.catalog import Catalog
-from assetflow.core.errors import AlreadySubmittedError, ConflictError, NotFoundError
+from assetflow.core.errors import AlreadySubmittedError, AssetflowError, ConflictError, NotFoundError
 from assetflow.core.events import Run
 from assetflow.ports import Clock, Launcher, RunStore, SubmissionError, SubmissionRejectedError
 
@@ -112,6 +112,7 @@ class Submitter:
                 started[run.run_id] = job_run_id
             else:
                 refused.add(run.pipeline)  # refused as asked: tried again with the pipeline's next evaluation
+        recorded = set(started)  # unless its record fails below: then it still waits
         for run_id, error in self.store.mark_submitted_many(started).items() if started else ():
             if isinstance(error, AlreadySubmittedError | NotFoundError):
                 logger.warning("run already submitted", extra={"run_id": run_id, "error": str(error)})
@@ -122,6 +123,8 @@ class Submitter:
                 logger.warning("run already submitted", extra={"run_id": run_id, "error": str(exc)})
             except ConflictError as exc:  # still contended: retried later (the token keeps one job run)
                 failures.setdefault(todo[run_id].pipeline, []).append(f"{run_id}: {exc}")
+                recorded.discard(run_id)
+        self._forget_pending([todo[run_id] for run_id in sorted(recorded)])
         with self._lock:
             retry = set(failures) | refused
             self._failed.difference_update({r.pipeline for r in waiting} - retry)
@@ -130,6 +133,17 @@ class Submitter:
             pipeline: SubmissionError("runs not submitted (kept, retried): " + "; ".join(reasons))
             for pipeline, reasons in failures.items()
         }
+
+    def _forget_pending(self, runs: Sequence[Run]) -> None:
+        """Take submitted runs off the retry sweep's list; if that fails, the next sweep does it."""
+        if not runs:
+            return
+        try:
+            self.store.forget_pending(runs)
+        except AssetflowError as exc:
+            logger.warning(
+                "submitted runs left on the retry list", extra={"runs": len(runs), "error": str(exc)}
+            )
 
     def _due(self, routed: Collection[str], *, always: Collection[str]) -> set[str]:
         """The pipelines whose unsubmitted runs are looked for now (and noted as swept)."""

@@ -17,11 +17,12 @@ from botocore.stub import Stubber
 import assetflow_job
 from assetflow import Asset, AssetAlias, AssetOrTimeSchedule, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.adapters.dynamodb.runs import pending_adds
 from assetflow.adapters.emr import EmrServerlessLauncher, S3RunOutputs, client_token
 from assetflow.composition import Dependencies, Settings
 from assetflow.core.catalog import Catalog
 from assetflow.core.errors import ConflictError
-from assetflow.core.events import AssetEvent, RunState
+from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.functions import handle_job_state, handle_schedule_tick
 from assetflow.ports import SubmissionError
 from assetflow.usecases.evaluate import Evaluator
@@ -259,6 +260,106 @@ def test_a_throttled_start_job_run_leaves_the_run_queued_and_a_later_retry_submi
     retried = world.store.get_run(run["run_id"])
     assert retried.job_run_id and world.job(retried.job_run_id)["name"] == run["run_id"]
     assert len(world.runs(ETL.id)) == 1
+
+
+def _pending(world: World, pipeline: str) -> dict[str, set[str]]:
+    """The pipeline's pending items: creation moment -> the run ids listed."""
+    found = world.store._query(
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": f"PENDING#{pipeline}"}},
+        ConsistentRead=True,
+    )
+    return {i["sk"]["S"]: set(i.get("runs", {}).get("SS", [])) for i in found}
+
+
+def test_a_submitted_run_is_listed_as_active_and_nothing_stays_pending(world: World) -> None:
+    world.evaluator.handle_event(world.event(RAW, 1))
+
+    (run,) = world.runs(ETL.id)
+    item = world.store._get(f"RUN#{run['run_id']}", "#RUN")
+    assert item["gsi3pk"].startswith("ACTIVE#") and item["gsi3sk"] == item["gsi1sk"]
+    assert _pending(world, ETL.id) == {}
+    assert [r.run_id for r in world.store.submitted_active_runs()] == [run["run_id"]]
+
+
+def test_a_run_left_unsubmitted_stays_pending_until_a_sweep_submits_it(world: World) -> None:
+    stub = Stubber(world.emr)
+    stub.add_client_error("start_job_run", service_error_code="ThrottlingException", http_status_code=400)
+    with stub, pytest.raises(SubmissionError):
+        world.evaluator.handle_event(world.event(RAW, 1))
+
+    (run,) = world.runs(ETL.id)
+    assert "gsi3pk" not in world.store._get(f"RUN#{run['run_id']}", "#RUN")
+    assert list(_pending(world, ETL.id).values()) == [{run["run_id"]}]
+    assert [r.run_id for r in world.store.unsubmitted_runs(ETL.id)] == [run["run_id"]]
+
+    world.evaluator.release(ETL.id)
+
+    assert world.store.get_run(run["run_id"]).job_run_id
+    assert world.store.unsubmitted_runs(ETL.id) == [] and _pending(world, ETL.id) == {}
+
+
+def test_a_run_whose_job_run_id_was_recorded_by_a_process_that_died_is_taken_off_by_the_sweep(
+    world: World,
+) -> None:
+    def die(_: Any) -> None:
+        raise SystemExit("killed between StartJobRun and recording its id")
+
+    world.store.mark_submitted_many = die  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        world.evaluator.handle_event(world.event(RAW, 1))
+    del world.store.mark_submitted_many
+    (run,) = world.runs(ETL.id)
+    (waiting,) = world.store.unsubmitted_runs(ETL.id)  # started, but its id never recorded: still waiting
+    assert waiting.run_id == run["run_id"] and not waiting.job_run_id
+
+    # Another process submits it again (the client token makes it the same job on AWS) and records the id;
+    # it dies before taking the run off the pending item.
+    job_run_id = world.launcher.submit(waiting, ETL)
+    world.store.mark_submitted(run["run_id"], job_run_id)
+    assert _pending(world, ETL.id) != {}
+
+    assert world.store.unsubmitted_runs(ETL.id) == []
+    assert _pending(world, ETL.id) == {}  # the sweep took the submitted run off
+
+
+def test_pending_items_made_at_one_moment_keep_every_run_and_lose_only_the_submitted(world: World) -> None:
+    made = [Run(f"r{n}", ETL.id, RunState.QUEUED, T0) for n in range(3)]
+    for part in (made[:2], made[2:]):  # two transitions of the same pipeline at the same microsecond
+        world.store._call("transact_write_items", TransactItems=pending_adds(world.store.table, part))
+    assert list(_pending(world, ETL.id).values()) == [{"r0", "r1", "r2"}]
+
+    world.store.forget_pending(made[:2])
+    assert list(_pending(world, ETL.id).values()) == [{"r2"}]
+    world.store.forget_pending(made[:2])  # repeated: nothing changes
+    assert list(_pending(world, ETL.id).values()) == [{"r2"}]
+    world.store.forget_pending(made[2:])
+    assert _pending(world, ETL.id) == {}
+    world.store.forget_pending(made)  # the item is gone: nothing is recreated
+    assert _pending(world, ETL.id) == {}
+
+
+def test_a_run_made_before_pending_items_is_still_found_and_moves_to_the_active_runs(world: World) -> None:
+    world.evaluator.handle_event(world.event(RAW, 1))
+    (run,) = world.runs(ETL.id)
+    key = {"pk": {"S": f"RUN#{run['run_id']}"}, "sk": {"S": "#RUN"}}
+    created = world.store._get(f"RUN#{run['run_id']}", "#RUN")["gsi1sk"]
+    # As the store wrote runs before: an UNSUBMITTED#<pipeline> index key, no job run id, no pending item.
+    world.store._call(
+        "update_item",
+        TableName=world.store.table,
+        Key=key,
+        UpdateExpression="SET gsi3pk = :u, gsi3sk = :c REMOVE job_run_id",
+        ExpressionAttributeValues={":u": {"S": f"UNSUBMITTED#{ETL.id}"}, ":c": {"S": created}},
+    )
+
+    (waiting,) = world.store.unsubmitted_runs(ETL.id)
+    assert waiting.run_id == run["run_id"]
+    world.store.mark_submitted(run["run_id"], "job-1")
+
+    item = world.store._get(f"RUN#{run['run_id']}", "#RUN")
+    assert item["gsi3pk"].startswith("ACTIVE#") and item["gsi3sk"] == created
+    assert world.store.unsubmitted_runs(ETL.id) == []
 
 
 # ---- state changes -------------------------------------------------------------------------------------

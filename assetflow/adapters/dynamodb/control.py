@@ -140,8 +140,6 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
         else:
             item["trigger"] = str_attr(self._trigger_of(run))
         marker = f"HELD#{format_timestamp(run.created_at)}#{run.run_id}"
-        for index in ("gsi3pk", "gsi3sk"):
-            item.pop(index, None)
         item["held"] = str_attr(marker)
         writes = [
             {

@@ -1,7 +1,8 @@
 """The queues aggregate: a pipeline's queue head, its entries per generation, and the transitions on them.
 
 A transition (the core's ``advance``) is applied as one transaction, conditional on the head's version and on
-the pipeline's active-run counter; it also creates the runs it makes (their items are the runs aggregate's).
+the pipeline's active-run counter; it also creates the runs it makes and lists them as waiting for submission
+(their items are the runs aggregate's).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from assetflow.adapters.dynamodb.control import consumed_version_puts
-from assetflow.adapters.dynamodb.runs import run_put
+from assetflow.adapters.dynamodb.runs import pending_adds, run_put
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
     TRANSACTION_MAX,
@@ -217,6 +218,7 @@ class DynamoDbQueueStore(DynamoDbTable):
             else:
                 trigger = self.trigger_refs(run)
             writes.append({"Put": run_put(self.table, run, trigger, counted=counted)})
+        writes += pending_adds(self.table, t.runs)
         # The core's decision after the runs it made: still due but for a free slot (Airflow #56050's case).
         held = t.blocked_by == "max_active_runs"
         if (t.runs and counted) or held:

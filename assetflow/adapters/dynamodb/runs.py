@@ -34,8 +34,42 @@ def active_partition(run_id: str) -> str:
     return f"ACTIVE#{shard:02d}"
 
 
+def pending_partition(pipeline: str) -> str:
+    """The partition listing a pipeline's runs made but not yet submitted, by the moment they were made."""
+    return f"PENDING#{pipeline}"
+
+
+def _pending_key(pipeline: str, created_at: datetime) -> dict[str, Any]:
+    return {"pk": str_attr(pending_partition(pipeline)), "sk": str_attr(format_timestamp(created_at))}
+
+
+def pending_adds(table: str, runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """The writes, in the transaction that makes ``runs``, that list them as waiting for submission.
+
+    One item per pipeline and creation time (a transition's runs share both), its run ids in a string set:
+    ``ADD`` merges, so two transitions made at the same microsecond keep each other's runs. The submitter
+    takes runs off once their job run ids are recorded (``forget_pending``); the retry sweep reads what is left.
+    Listing a transaction's runs on one small item costs less than giving each run an index entry to move.
+    """
+    made: dict[tuple[str, datetime], list[str]] = {}
+    for run in runs:
+        made.setdefault((run.pipeline, run.created_at), []).append(run.run_id)
+    return [
+        {
+            "Update": {
+                "TableName": table,
+                "Key": _pending_key(pipeline, created_at),
+                "UpdateExpression": "ADD #r :ids",
+                "ExpressionAttributeNames": {"#r": "runs"},
+                "ExpressionAttributeValues": {":ids": {"SS": sorted(ids)}},
+            }
+        }
+        for (pipeline, created_at), ids in sorted(made.items())
+    ]
+
+
 def run_put(table: str, run: Run, trigger: Mapping[str, Any], *, counted: bool) -> dict[str, Any]:
-    """The conditional put that creates a run (part of the transition that makes it).
+    """The conditional put that creates a run (part of the transition that makes it, with ``pending_adds``).
 
     ``trigger`` says where its triggering events are: a batch run's stay in their queue generation
     (``{"queue", "prefix"}``), other runs reference their events' items (``{"events": [[pk, sk], ...]}``).
@@ -56,8 +90,7 @@ def run_put(table: str, run: Run, trigger: Mapping[str, Any], *, counted: bool) 
         "counted": {"BOOL": counted},
         # Beside the run's JSON: an item without it is a run made before token schemes (scheme 1).
         "token_scheme": num_attr(run.outlet_token_scheme),
-        "gsi3pk": str_attr(f"UNSUBMITTED#{run.pipeline}"),
-        "gsi3sk": str_attr(f"{created}#{run.run_id}"),
+        # No gsi3 key until its job run id is recorded: until then it waits on its PENDING# item.
         "gsi1pk": str_attr(f"RUNS#{run.pipeline}"),
         "gsi1sk": str_attr(f"{created}#{run.run_id}"),
         "gsi2pk": str_attr("RUNS"),
@@ -182,19 +215,92 @@ class DynamoDbRunStore(DynamoDbTable):
         return Page([run.to_json() for run in self._runs_from_items(items, with_events=False)], nxt)
 
     def unsubmitted_runs(self, pipeline: str) -> list[Run]:
-        """Runs created but not yet accepted by EMR Serverless (a crash or a failed StartJobRun), oldest first."""
-        keys = list(
+        """Runs created but not yet accepted by EMR Serverless (a crash or a failed StartJobRun), oldest first.
+
+        The runs listed on the pipeline's ``PENDING#`` items, and (made before those, or admitted after a hold)
+        the runs under ``UNSUBMITTED#<pipeline>`` on gsi3. Listed runs that no longer wait (submitted by a
+        process that died before taking them off, cancelled, failed) are taken off here.
+        """
+        pending = list(
             self._query(
-                "gsi3",
-                KeyConditionExpression="gsi3pk = :p",
-                ExpressionAttributeValues={":p": str_attr(f"UNSUBMITTED#{pipeline}")},
+                KeyConditionExpression="pk = :p",
+                ExpressionAttributeValues={":p": str_attr(pending_partition(pipeline))},
+                ConsistentRead=True,
             )
+        )
+        listed = {run_id: item for item in pending for run_id in item.get("runs", {}).get("SS", [])}
+        keys = [_run_key(run_id) for run_id in sorted(listed)]
+        keys += self._query(
+            "gsi3",
+            KeyConditionExpression="gsi3pk = :p",
+            ExpressionAttributeValues={":p": str_attr(f"UNSUBMITTED#{pipeline}")},
         )
         if not keys:
             return []
-        items = [i for i in self._items_by_keys(keys) if i["state"]["S"] == RunState.QUEUED.value]
+        items = [
+            i
+            for i in self._items_by_keys(keys)
+            if i["state"]["S"] == RunState.QUEUED.value and "job_run_id" not in i and "held" not in i
+        ]
+        waiting = {i["pk"]["S"].removeprefix("RUN#") for i in items}
+        for item in pending:
+            settled = set(item.get("runs", {}).get("SS", [])) - waiting
+            if settled:
+                self._take_off(item["pk"], item["sk"], settled)
         found = self._runs_from_items(items, with_events=True)
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
+
+    def forget_pending(self, runs: Sequence[Run]) -> None:
+        """Take runs whose job run ids are recorded off the pending items (harmless when repeated)."""
+        done: dict[tuple[str, datetime], set[str]] = {}
+        for run in runs:
+            done.setdefault((run.pipeline, run.created_at), set()).add(run.run_id)
+        for (pipeline, created_at), ids in sorted(done.items()):
+            key = _pending_key(pipeline, created_at)
+            self._take_off(key["pk"], key["sk"], ids)
+
+    def _take_off(self, pk: Mapping[str, Any], sk: Mapping[str, Any], run_ids: set[str]) -> None:
+        """Take ``run_ids`` off a pending item: delete it when they are all it lists (the usual case)."""
+        names = {"#r": "runs"}
+        values = {":ids": {"SS": sorted(run_ids)}}
+        key = {"pk": pk, "sk": sk}
+        try:
+            self._call(
+                "delete_item",
+                TableName=self.table,
+                Key=key,
+                ConditionExpression="#r = :ids",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+            return
+        except ConflictError as exc:
+            if not condition_failed(exc):
+                return  # a lost race: the runs stay listed, and the next sweep takes them off
+        try:  # it lists other runs too (still waiting, or made at the same moment), or it is gone
+            answer = self._call(
+                "update_item",
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="DELETE #r :ids",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ConflictError:
+            return
+        if "runs" not in answer.get("Attributes", {}):  # an emptied set is removed: so is the item
+            try:
+                self._call(
+                    "delete_item",
+                    TableName=self.table,
+                    Key=key,
+                    ConditionExpression="attribute_not_exists(#r)",
+                    ExpressionAttributeNames=names,
+                )
+            except ConflictError:
+                return  # runs were added meanwhile: it stays
 
     def submitted_active_runs(self) -> list[Run]:
         """Runs submitted to the job service and still queued or running by the store, oldest first.
@@ -253,8 +359,9 @@ class DynamoDbRunStore(DynamoDbTable):
                 "update_item",
                 TableName=self.table,
                 Key=_run_key(run_id),
-                # From the runs waiting for submission to the submitted active ones (gsi3).
-                UpdateExpression="SET job_run_id = :j, gsi3pk = :active",
+                # Now among the submitted active runs (gsi3), sorted by creation as in gsi1; a run made before
+                # pending items moves there from UNSUBMITTED#<pipeline>.
+                UpdateExpression="SET job_run_id = :j, gsi3pk = :active, gsi3sk = gsi1sk",
                 ConditionExpression=(
                     "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
                 ),

@@ -37,8 +37,8 @@ _PAGE_MAX = 1000
 
 
 #: The global secondary indexes, all sparse over string keys ``<index>pk`` / ``<index>sk``: ``gsi1`` lists
-#: assets, a pipeline's runs and a run's produced events; ``gsi2`` all runs; ``gsi3`` the runs still waiting
-#: to be submitted (a key only while they wait, so the evaluator's retry sweep reads nothing else).
+#: assets, a pipeline's runs and a run's produced events; ``gsi2`` all runs; ``gsi3`` the submitted runs still
+#: active (the reconciliation sweep's), and runs made before ``PENDING#`` items that still wait for submission.
 INDEXES = ("gsi1", "gsi2", "gsi3")
 #: What the indexes project: keys only. A run changes state three or four times and an asset's count with
 #: every batch; with the whole item projected each change would be written to every index again (the

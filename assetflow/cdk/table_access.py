@@ -118,7 +118,7 @@ EVALUATE = TableAccess(
     reads=("PIPELINE#*", "PENDING#*", "QUEUE#*", "RUN#*"),
     writes=("PIPELINE#*", "PENDING#*", "QUEUE#*", "RUN#*"),
     # A batch=False run consumes its entry (and clearing a queue drops entries); a pending item goes once
-    # its runs are submitted.
+    # its runs are submitted. Nothing under PIPELINE#: a held run's marker is retired by an update.
     deletes=("PENDING#*", "QUEUE#*"),
     indexes=("gsi3",),
 )
@@ -142,7 +142,7 @@ TICK = EVALUATE | TableAccess(reads=("ASSET#*", "EVENTS#*"), writes=("EXPECT#*",
 RECONCILE = RUN_STATES
 #: The operator API: every view (reads, and the runs and assets indexes), emitting an asset event (its API
 #: dedupe record), clearing a queue, the run actions (trigger, cancel, replay) that go through queues and
-#: runs, and releasing a held event. Deletes: queue entries only.
+#: runs, and releasing a held event. Deletes: queue entries and pending items.
 API = TableAccess(
     reads=(
         *("ASSET#*", "ALIAS#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "QUARANTINE", "DEDUPE#api#*"),
@@ -150,8 +150,10 @@ API = TableAccess(
         # held outlet event by its marker (HELD#<event id>), and records itself once.
         *("EVENTS#*", "EXPECT#*", "HELD#*"),
     ),
-    writes=("ASSET#*", "PIPELINE#*", "QUEUE#*", "RUN#*", "DEDUPE#api#*", "EXPECT#*"),
-    deletes=("QUEUE#*",),
+    # A triggered, replayed or re-queued run waits for submission on a pending item, deleted once it is
+    # submitted.
+    writes=("ASSET#*", "PIPELINE#*", "PENDING#*", "QUEUE#*", "RUN#*", "DEDUPE#api#*", "EXPECT#*"),
+    deletes=("PENDING#*", "QUEUE#*"),
     indexes=("gsi1", "gsi2", "gsi3"),
     # Requeueing a cancelled run's events drops the queue's seen markers, 25 a request.
     batch_writes=("QUEUE#*",),

@@ -591,7 +591,7 @@ def _leading_keys(statement: dict[str, Any]) -> list[str]:
     )
 
 
-def test_every_table_grant_names_its_partitions_and_only_queue_entries_are_ever_deleted(
+def test_every_table_grant_names_its_partitions_and_only_queue_entries_and_pending_items_are_ever_deleted(
     env: Synthesised,
 ) -> None:
     service = env.stack.service
@@ -611,7 +611,11 @@ def test_every_table_grant_names_its_partitions_and_only_queue_entries_are_ever_
             keys = _leading_keys(statement)
             assert keys, f"{role.node.path}: {sorted(actions)} without dynamodb:LeadingKeys"
             if "dynamodb:DeleteItem" in actions:
-                assert actions == {"dynamodb:DeleteItem"} and keys == ["QUEUE#*"], (role.node.path, statement)
+                # queue entries, and the pending items that list runs until they are submitted
+                assert actions == {"dynamodb:DeleteItem"} and keys == ["PENDING#*", "QUEUE#*"], (
+                    role.node.path,
+                    statement,
+                )
             if "dynamodb:BatchWriteItem" in actions:
                 # (it may delete too): only queue partitions, or the partitions an SQS watcher's ingest
                 # function may overwrite anyway (its own assets' events, with PutItem)

@@ -434,6 +434,9 @@ def test_every_functions_requests_are_within_its_table_grants(
         assert api(world, method, path, query=query) == 200, (method, path)
     run_id = world.deps["api"].store.list_runs("deliveries_etl").items[0]["run_id"]
     assert api(world, "GET", f"/runs/{run_id}") == 200
+    # The run actions: a manual run (held, admitted, submitted), cancelled with its events re-queued
+    assert api(world, "POST", "/pipelines/deliveries_etl/runs", body={}) == 201
+    assert api(world, "POST", f"/runs/{run_id}/cancel", body={"requeue": True}) in (200, 409)
 
     # Then no function made a request its grants would refuse, and each made some
     refused = [r for a in world.auditors.values() for r in a.refused]

@@ -6,9 +6,10 @@ Items (beside the queues' ``PIPELINE#<id>`` heads):
   when). Keeping the flag on the counter's item lets every transaction that counts a run also check the flag,
   so a run can never start on a paused pipeline, whatever the race.
 - ``PIPELINE#<id>`` / ``HELD#<created_at>#<run_id>``: a run that waits for a slot (manual, replayed and
-  backfilled runs). The run item carries ``held`` (the marker's sort key) and no ``gsi3`` key, so the
+  backfilled runs). The run item carries ``held`` (the marker's sort key) and is on no pending item, so the
   submitter's retry sweep never sees it. Admission is one transaction: count it as active (on the same
-  conditions as the evaluator: a free slot, not paused), give it its ``gsi3`` key, delete the marker.
+  conditions as the evaluator: a free slot, not paused), list it as pending, retire the marker (``retired``,
+  deleted by TTL a day later: nothing may delete in the partition of the heads and the counter).
 - ``PIPELINE#<id>`` / ``VERSION#<asset>`` + US + ``<version>``: a data version a ``skip_unchanged`` pipeline's run
   consumed (with the run and when), so a later event of that (asset, version) is recorded but not queued.
 - ``TRIGGER#<run_id>`` / ``E#<timestamp>#<event id>``: the triggering events of a run too large to carry them
@@ -20,14 +21,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from assetflow.adapters.dynamodb.keys import sort_key
-from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, run_put
+from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, pending_add, run_put
 from assetflow.adapters.dynamodb.table import (
     active_key,
     asset_pk,
+    epoch_seconds,
     generation_prefix,
     num_attr,
     paused_condition,
@@ -43,6 +45,8 @@ from assetflow.ports import PipelineGate
 #: Triggering events kept inline on the run item up to this size of JSON (DynamoDB's items stop at 400 KB).
 MAX_INLINE_TRIGGER_BYTES = 200_000
 _BATCH_WRITE = 25
+#: How long a held run's marker stays, out of the listing, after its run was admitted or cancelled.
+RETIRED_MARKER_TTL = timedelta(days=1)
 
 
 def version_key(pipeline: str, asset: str, version: str) -> dict[str, Any]:
@@ -204,6 +208,7 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
         return list(
             self._query(
                 KeyConditionExpression="pk = :p AND begins_with(sk, :h)",
+                FilterExpression="attribute_not_exists(retired)",
                 ExpressionAttributeValues={":p": str_attr(f"PIPELINE#{pipeline}"), ":h": str_attr("HELD#")},
                 ConsistentRead=True,
             )
@@ -262,31 +267,35 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                     "Update": {
                         "TableName": self.table,
                         "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
-                        "UpdateExpression": "SET gsi3pk = :u, gsi3sk = :c REMOVE held",
+                        "UpdateExpression": "REMOVE held",
                         "ConditionExpression": "attribute_exists(held) AND #s = :queued",
                         "ExpressionAttributeNames": {"#s": "state"},
-                        "ExpressionAttributeValues": {
-                            ":u": str_attr(f"UNSUBMITTED#{pipeline.id}"),
-                            ":c": str_attr(created),
-                            ":queued": str_attr(RunState.QUEUED.value),
-                        },
+                        "ExpressionAttributeValues": {":queued": str_attr(RunState.QUEUED.value)},
                     }
                 },
-                {
-                    "Delete": {
-                        "TableName": self.table,
-                        "Key": {"pk": str_attr(f"PIPELINE#{pipeline.id}"), "sk": str_attr(marker)},
-                    }
-                },
+                pending_add(self.table, pipeline.id, created, [run_id]),
+                {"Update": self._retire_marker(pipeline.id, marker)},
             ],
         )
 
     def _drop_marker(self, pipeline: str, marker: str) -> None:
-        self._call(
-            "delete_item",
-            TableName=self.table,
-            Key={"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(marker)},
-        )
+        self._call("update_item", **self._retire_marker(pipeline, marker))
+
+    def _retire_marker(self, pipeline: str, marker: str) -> dict[str, Any]:
+        """The update that takes a held run's marker out of the listing (TTL deletes it a day later).
+
+        An update, not a delete: the marker shares its partition with the queue heads and the run counter, which
+        no function may delete (IAM cannot tell the items of one partition apart).
+        """
+        return {
+            "TableName": self.table,
+            "Key": {"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(marker)},
+            "UpdateExpression": "SET retired = :yes, expires_at = :gone",
+            "ExpressionAttributeValues": {
+                ":yes": {"BOOL": True},
+                ":gone": num_attr(epoch_seconds(datetime.now(UTC) + RETIRED_MARKER_TTL)),
+            },
+        }
 
     def cancel_held(self, run_id: str) -> Run | None:
         """Cancel a held run (it never counted as active); None when it is no longer held."""
@@ -310,15 +319,7 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                             },
                         }
                     },
-                    {
-                        "Delete": {
-                            "TableName": self.table,
-                            "Key": {
-                                "pk": str_attr(f"PIPELINE#{item['pipeline']}"),
-                                "sk": str_attr(str(item["held"])),
-                            },
-                        }
-                    },
+                    {"Update": self._retire_marker(str(item["pipeline"]), str(item["held"]))},
                 ],
             )
         except ConflictError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
@@ -39,33 +39,35 @@ def pending_partition(pipeline: str) -> str:
     return f"PENDING#{pipeline}"
 
 
-def _pending_key(pipeline: str, created_at: datetime) -> dict[str, Any]:
-    return {"pk": str_attr(pending_partition(pipeline)), "sk": str_attr(format_timestamp(created_at))}
+def _pending_key(pipeline: str, created: str) -> dict[str, Any]:
+    return {"pk": str_attr(pending_partition(pipeline)), "sk": str_attr(created)}
+
+
+def pending_add(table: str, pipeline: str, created: str, run_ids: Collection[str]) -> dict[str, Any]:
+    """The write, in the transaction that makes runs or admits them, that lists them as waiting for submission.
+
+    One item per pipeline and creation time (``created``, formatted; a transition's runs share it), its run ids
+    in a string set: ``ADD`` merges, so two transitions made at the same microsecond keep each other's runs. The
+    submitter takes runs off once their job run ids are recorded (``forget_pending``); the retry sweep reads
+    what is left. One small item a transaction costs less than giving each run an index entry to move.
+    """
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _pending_key(pipeline, created),
+            "UpdateExpression": "ADD #r :ids",
+            "ExpressionAttributeNames": {"#r": "runs"},
+            "ExpressionAttributeValues": {":ids": {"SS": sorted(run_ids)}},
+        }
+    }
 
 
 def pending_adds(table: str, runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """The writes, in the transaction that makes ``runs``, that list them as waiting for submission.
-
-    One item per pipeline and creation time (a transition's runs share both), its run ids in a string set:
-    ``ADD`` merges, so two transitions made at the same microsecond keep each other's runs. The submitter
-    takes runs off once their job run ids are recorded (``forget_pending``); the retry sweep reads what is left.
-    Listing a transaction's runs on one small item costs less than giving each run an index entry to move.
-    """
-    made: dict[tuple[str, datetime], list[str]] = {}
+    """``pending_add`` for each pipeline and creation time among ``runs``."""
+    made: dict[tuple[str, str], list[str]] = {}
     for run in runs:
-        made.setdefault((run.pipeline, run.created_at), []).append(run.run_id)
-    return [
-        {
-            "Update": {
-                "TableName": table,
-                "Key": _pending_key(pipeline, created_at),
-                "UpdateExpression": "ADD #r :ids",
-                "ExpressionAttributeNames": {"#r": "runs"},
-                "ExpressionAttributeValues": {":ids": {"SS": sorted(ids)}},
-            }
-        }
-        for (pipeline, created_at), ids in sorted(made.items())
-    ]
+        made.setdefault((run.pipeline, format_timestamp(run.created_at)), []).append(run.run_id)
+    return [pending_add(table, pipeline, created, ids) for (pipeline, created), ids in sorted(made.items())]
 
 
 def run_put(table: str, run: Run, trigger: Mapping[str, Any], *, counted: bool) -> dict[str, Any]:
@@ -217,8 +219,8 @@ class DynamoDbRunStore(DynamoDbTable):
     def unsubmitted_runs(self, pipeline: str) -> list[Run]:
         """Runs created but not yet accepted by EMR Serverless (a crash or a failed StartJobRun), oldest first.
 
-        The runs listed on the pipeline's ``PENDING#`` items, and (made before those, or admitted after a hold)
-        the runs under ``UNSUBMITTED#<pipeline>`` on gsi3. Listed runs that no longer wait (submitted by a
+        The runs listed on the pipeline's ``PENDING#`` items, and (made before those) the runs under
+        ``UNSUBMITTED#<pipeline>`` on gsi3. Listed runs that no longer wait (submitted by a
         process that died before taking them off, cancelled, failed) are taken off here.
         """
         pending = list(
@@ -246,61 +248,51 @@ class DynamoDbRunStore(DynamoDbTable):
         for item in pending:
             settled = set(item.get("runs", {}).get("SS", [])) - waiting
             if settled:
-                self._take_off(item["pk"], item["sk"], settled)
+                self._take_off({"pk": item["pk"], "sk": item["sk"]}, settled)
         found = self._runs_from_items(items, with_events=True)
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
 
     def forget_pending(self, runs: Sequence[Run]) -> None:
         """Take runs whose job run ids are recorded off the pending items (harmless when repeated)."""
-        done: dict[tuple[str, datetime], set[str]] = {}
+        done: dict[tuple[str, str], set[str]] = {}
         for run in runs:
-            done.setdefault((run.pipeline, run.created_at), set()).add(run.run_id)
+            done.setdefault((run.pipeline, format_timestamp(run.created_at)), set()).add(run.run_id)
         for (pipeline, created_at), ids in sorted(done.items()):
-            key = _pending_key(pipeline, created_at)
-            self._take_off(key["pk"], key["sk"], ids)
+            self._take_off(_pending_key(pipeline, created_at), ids)
 
-    def _take_off(self, pk: Mapping[str, Any], sk: Mapping[str, Any], run_ids: set[str]) -> None:
-        """Take ``run_ids`` off a pending item: delete it when they are all it lists (the usual case)."""
+    def _take_off(self, key: Mapping[str, Any], run_ids: set[str]) -> None:
+        """Take ``run_ids`` off a pending item: delete it when they are all it lists (the usual case).
+
+        Every step is conditional and nothing else is ever taken off: a step that loses a race leaves the runs
+        listed, and the next sweep takes them off.
+        """
         names = {"#r": "runs"}
         values = {":ids": {"SS": sorted(run_ids)}}
-        key = {"pk": pk, "sk": sk}
+        listed = dict(Key=key, ExpressionAttributeNames=names)
+        deleted = self._unless_conflict(
+            "delete_item", **listed, ConditionExpression="#r = :ids", ExpressionAttributeValues=values
+        )
+        if deleted is not None:
+            return
+        # It lists other runs too (still waiting, or made at the same moment), or it is gone.
+        answer = self._unless_conflict(
+            "update_item",
+            **listed,
+            UpdateExpression="DELETE #r :ids",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+        if answer is not None and "runs" not in answer.get("Attributes", {}):
+            # An emptied set is removed, and so is the item, unless runs were added meanwhile.
+            self._unless_conflict("delete_item", **listed, ConditionExpression="attribute_not_exists(#r)")
+
+    def _unless_conflict(self, operation: str, **kwargs: Any) -> dict[str, Any] | None:
+        """A conditional write's answer; None when its condition failed or it lost a race (nothing written)."""
         try:
-            self._call(
-                "delete_item",
-                TableName=self.table,
-                Key=key,
-                ConditionExpression="#r = :ids",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-            return
-        except ConflictError as exc:
-            if not condition_failed(exc):
-                return  # a lost race: the runs stay listed, and the next sweep takes them off
-        try:  # it lists other runs too (still waiting, or made at the same moment), or it is gone
-            answer = self._call(
-                "update_item",
-                TableName=self.table,
-                Key=key,
-                UpdateExpression="DELETE #r :ids",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-            )
+            return dict(self._call(operation, TableName=self.table, **kwargs))
         except ConflictError:
-            return
-        if "runs" not in answer.get("Attributes", {}):  # an emptied set is removed: so is the item
-            try:
-                self._call(
-                    "delete_item",
-                    TableName=self.table,
-                    Key=key,
-                    ConditionExpression="attribute_not_exists(#r)",
-                    ExpressionAttributeNames=names,
-                )
-            except ConflictError:
-                return  # runs were added meanwhile: it stays
+            return None
 
     def submitted_active_runs(self) -> list[Run]:
         """Runs submitted to the job service and still queued or running by the store, oldest first.

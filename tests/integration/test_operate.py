@@ -140,6 +140,37 @@ def test_a_manual_run_of_a_manual_only_pipeline_starts_with_its_conf(store: Dyna
     assert explained["blocked_by"] == "time" and explained["condition"] is None
 
 
+def test_an_admitted_run_the_job_service_refused_waits_on_a_pending_item_and_its_marker_is_retired(
+    store: DynamoDbStore,
+) -> None:
+    world = World(store, Pipeline("flaky", schedule=A, job=JOB, max_active_runs=2))
+    submit = world.launcher.submit
+
+    def unavailable(run: Run, pipeline: PipelineType) -> str:
+        raise RuntimeError("EMR Serverless unavailable")
+
+    world.launcher.submit = unavailable  # type: ignore[method-assign]
+    run = world.trigger("flaky")  # held, admitted at once (a slot is free), not submitted
+
+    assert run.job_run_id is None and store.held_runs("flaky") == []
+    (marker,) = store._query(
+        KeyConditionExpression="pk = :p AND begins_with(sk, :h)",
+        ExpressionAttributeValues={":p": {"S": "PIPELINE#flaky"}, ":h": {"S": "HELD#"}},
+    )
+    assert marker["retired"] == {"BOOL": True} and int(marker["expires_at"]["N"]) > T0.timestamp()
+    assert [r.run_id for r in store.unsubmitted_runs("flaky")] == [run.run_id]
+
+    world.launcher.submit = submit  # type: ignore[method-assign]
+    world.evaluator.release("flaky")  # the next evaluation of the pipeline retries it
+
+    assert store.get_run(run.run_id).job_run_id == f"job-{run.run_id}"
+    assert store.unsubmitted_runs("flaky") == []
+    pending = store._query(
+        KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "PENDING#flaky"}}
+    )
+    assert list(pending) == []
+
+
 def test_manual_runs_wait_queued_for_a_slot_and_the_release_path_submits_them(store: DynamoDbStore) -> None:
     world = World(store, Pipeline("one_at_a_time", schedule=A, job=JOB, max_active_runs=1))
     first = world.trigger("one_at_a_time")

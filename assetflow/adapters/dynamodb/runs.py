@@ -230,7 +230,7 @@ class DynamoDbRunStore(DynamoDbTable):
                 ConsistentRead=True,
             )
         )
-        listed = {run_id: item for item in pending for run_id in item.get("runs", {}).get("SS", [])}
+        listed = {run_id for item in pending for run_id in item.get("runs", {}).get("SS", [])}
         keys = [_run_key(run_id) for run_id in sorted(listed)]
         keys += self._query(
             "gsi3",

@@ -239,7 +239,8 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                     break
                 if self.is_held(run_id):
                     raise  # a lost race on the counter: the caller retries
-                self._drop_marker(pipeline.id, marker["sk"]["S"])  # admitted or cancelled by another writer
+                # admitted or cancelled by another writer
+                self._call("update_item", **self._retire_marker(pipeline.id, marker["sk"]["S"]))
                 continue
             admitted.append(self.get_run(run_id))
         return admitted
@@ -277,9 +278,6 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 {"Update": self._retire_marker(pipeline.id, marker)},
             ],
         )
-
-    def _drop_marker(self, pipeline: str, marker: str) -> None:
-        self._call("update_item", **self._retire_marker(pipeline, marker))
 
     def _retire_marker(self, pipeline: str, marker: str) -> dict[str, Any]:
         """The update that takes a held run's marker out of the listing (TTL deletes it a day later).

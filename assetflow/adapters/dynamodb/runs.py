@@ -62,11 +62,17 @@ def pending_add(table: str, pipeline: str, created: str, run_ids: Collection[str
     }
 
 
+def _by_moment(runs: Sequence[Run]) -> dict[tuple[str, str], set[str]]:
+    """Run ids by (pipeline, formatted creation time): the pending item that lists them."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        found.setdefault((run.pipeline, format_timestamp(run.created_at)), set()).add(run.run_id)
+    return found
+
+
 def pending_adds(table: str, runs: Sequence[Run]) -> list[dict[str, Any]]:
     """``pending_add`` for each pipeline and creation time among ``runs``."""
-    made: dict[tuple[str, str], list[str]] = {}
-    for run in runs:
-        made.setdefault((run.pipeline, format_timestamp(run.created_at)), []).append(run.run_id)
+    made = _by_moment(runs)
     return [pending_add(table, pipeline, created, ids) for (pipeline, created), ids in sorted(made.items())]
 
 
@@ -220,18 +226,18 @@ class DynamoDbRunStore(DynamoDbTable):
         """Runs created but not yet accepted by EMR Serverless (a crash or a failed StartJobRun), oldest first.
 
         The runs listed on the pipeline's ``PENDING#`` items, and (made before those) the runs under
-        ``UNSUBMITTED#<pipeline>`` on gsi3. Listed runs that no longer wait (submitted by a
-        process that died before taking them off, cancelled, failed) are taken off here.
+        ``UNSUBMITTED#<pipeline>`` on gsi3. Listed runs that no longer wait (submitted by a process that died
+        before taking them off, cancelled, failed) are taken off here.
         """
-        pending = list(
-            self._query(
+        pending = [
+            ({"pk": item["pk"], "sk": item["sk"]}, set(item.get("runs", {}).get("SS", [])))
+            for item in self._query(
                 KeyConditionExpression="pk = :p",
                 ExpressionAttributeValues={":p": str_attr(pending_partition(pipeline))},
                 ConsistentRead=True,
             )
-        )
-        listed = {run_id for item in pending for run_id in item.get("runs", {}).get("SS", [])}
-        keys = [_run_key(run_id) for run_id in sorted(listed)]
+        ]
+        keys = [_run_key(run_id) for run_id in sorted(set().union(*(ids for _, ids in pending)))]
         keys += self._query(
             "gsi3",
             KeyConditionExpression="gsi3pk = :p",
@@ -242,22 +248,19 @@ class DynamoDbRunStore(DynamoDbTable):
         items = [
             i
             for i in self._items_by_keys(keys)
-            if i["state"]["S"] == RunState.QUEUED.value and "job_run_id" not in i and "held" not in i
+            if i["state"]["S"] == RunState.QUEUED.value and "job_run_id" not in i
         ]
         waiting = {i["pk"]["S"].removeprefix("RUN#") for i in items}
-        for item in pending:
-            settled = set(item.get("runs", {}).get("SS", [])) - waiting
+        for key, ids in pending:
+            settled = ids - waiting
             if settled:
-                self._take_off({"pk": item["pk"], "sk": item["sk"]}, settled)
+                self._take_off(key, settled)
         found = self._runs_from_items(items, with_events=True)
         return sorted(found, key=lambda r: (r.created_at, r.run_id))
 
     def forget_pending(self, runs: Sequence[Run]) -> None:
         """Take runs whose job run ids are recorded off the pending items (harmless when repeated)."""
-        done: dict[tuple[str, str], set[str]] = {}
-        for run in runs:
-            done.setdefault((run.pipeline, format_timestamp(run.created_at)), set()).add(run.run_id)
-        for (pipeline, created_at), ids in sorted(done.items()):
+        for (pipeline, created_at), ids in sorted(_by_moment(runs).items()):
             self._take_off(_pending_key(pipeline, created_at), ids)
 
     def _take_off(self, key: Mapping[str, Any], run_ids: set[str]) -> None:

@@ -7,7 +7,7 @@ this module and the core, never an adapter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -269,11 +269,16 @@ class QueueStore(Protocol):
         ...
 
     def read_queue_snapshots(
-        self, wanted: Sequence[tuple[str, str, Sequence[str]]]
+        self,
+        wanted: Sequence[tuple[str, str, Sequence[str]]],
+        *,
+        run_per_event: Collection[str] = (),
     ) -> dict[tuple[str, str], QueueSnapshot]:
         """Many queues' heads, active-run counters and seen events in one batched read.
 
         ``wanted`` lists ``(pipeline, key, event ids)``; the answer is keyed by ``(pipeline, key)``.
+        ``run_per_event`` names the pipelines that make a run per event (``batch=False``): a store may let the
+        run that takes an event alone (``event_run_id``) say that the queue saw it.
         """
         ...
 

@@ -52,12 +52,15 @@ class QueueEntry:
     ``aliases`` are the schedule's aliases it counts for and ``wheres`` the where-keys whose patterns its
     extra matched (both decided when it was routed). ``counted=False`` marks a real event that no node of
     the pipeline counts but that resolves synthetic entries of its asset: it is never queued itself.
+    ``requeued_from`` names the cancelled run that gave the event back (``cancel(requeue=True)``): a run that
+    takes it alone then gets an id of its own, not the cancelled run's.
     """
 
     event: AssetEvent
     aliases: tuple[str, ...] = ()
     wheres: tuple[str, ...] = ()
     counted: bool = True
+    requeued_from: str | None = None
 
     @property
     def sort_key(self) -> tuple[datetime, str]:

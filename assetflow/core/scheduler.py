@@ -350,6 +350,20 @@ def run_id_for(pipeline: str, key: str, discriminator: str) -> str:
     return derive_id("run", pipeline, key, discriminator)
 
 
+def event_run_id(pipeline: str, key: str, event_id: str) -> str:
+    """The id of the run that takes one event alone (``batch=False``), unless the event was re-queued.
+
+    A store may let such a run stand for "this queue took the event": it exists once the event is taken.
+    """
+    return run_id_for(pipeline, key, f"event:{event_id}")
+
+
+def _single_run_discriminator(entry: QueueEntry) -> str:
+    if entry.requeued_from is None:
+        return f"event:{entry.event.id}"
+    return f"event:{entry.event.id}:requeued-from:{entry.requeued_from}"
+
+
 def advance(
     pipeline: Pipeline,
     state: QueueState,
@@ -598,7 +612,7 @@ def _take_runs(
             taken.runs.append(make_run(f"v{version}" + (f".{earlier}" if earlier else ""), events, None))
         else:
             events, taken.remaining = taken.remaining[:1], taken.remaining[1:]
-            taken.runs.append(make_run(f"event:{events[0].event.id}", events, None))
+            taken.runs.append(make_run(_single_run_discriminator(events[0]), events, None))
         taken.consumed.extend(events)
     return taken
 
@@ -611,6 +625,7 @@ __all__ = [
     "Skip",
     "Transition",
     "advance",
+    "event_run_id",
     "explain_skips",
     "extra_matches",
     "extra_value",

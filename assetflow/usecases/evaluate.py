@@ -315,7 +315,8 @@ class Evaluator:
         if not groups:
             return
         snapshots = self.store.read_queue_snapshots(
-            [(g.pipeline.id, g.key, [e.event.id for e in g.entries]) for g in groups.values()]
+            [(g.pipeline.id, g.key, [e.event.id for e in g.entries]) for g in groups.values()],
+            run_per_event={g.pipeline.id for g in groups.values() if not g.pipeline.batch},
         )
         for (pipeline_id, key), group in groups.items():
             try:
@@ -427,7 +428,8 @@ class Evaluator:
                     ) from exc
                 self._backoff(attempt - 1)
                 snapshot = self.store.read_queue_snapshots(
-                    [(pipeline.id, key, [e.event.id for e in pending])]
+                    [(pipeline.id, key, [e.event.id for e in pending])],
+                    run_per_event=() if pipeline.batch else (pipeline.id,),
                 )[(pipeline.id, key)]
                 still = [e for e in pending if e.event.id not in snapshot.seen]
                 still = self._unconsumed(pipeline, still, result)

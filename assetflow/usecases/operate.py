@@ -478,7 +478,9 @@ class Operations:
             aliases = self._aliases_for(pipeline, event.asset) or ()
             routes, _ = route_event(event, [(pipeline, aliases)])
             for route in routes:
-                by_key.setdefault(route.key, []).append(route.entry(event))
+                # A run that takes the event alone gets an id of its own, not the cancelled run's.
+                entry = replace(route.entry(event), requeued_from=run.run_id)
+                by_key.setdefault(route.key, []).append(entry)
         created: list[Run] = []
         for key, entries in sorted(by_key.items()):
             self.store.forget_seen(pipeline.id, key, [e.event.id for e in entries])

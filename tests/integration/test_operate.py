@@ -305,6 +305,29 @@ def test_cancel_with_requeue_puts_the_events_back_and_they_ride_with_the_next_ru
     assert views.list_queue(store, world.catalog, "both")["items"] == []
 
 
+def test_a_run_per_event_cancelled_with_requeue_is_made_again_under_a_new_id_and_once(
+    store: DynamoDbStore,
+) -> None:
+    # A batch=False run's id derives from its event: the run made again of the re-queued event needs its own
+    # (before, its put was refused as a conflict until the operator's action gave up and said 409).
+    world = World(store, Pipeline("one", schedule=A, job=JOB, batch=False))
+    event = world.emit(A, 1)
+    (first,) = world.runs("one")
+    world.ops.cancel(first.run_id, requeue=True, principal="ops")
+    again = next(r for r in world.runs("one") if r.run_id != first.run_id)
+    assert [e.id for e in again.triggering_events] == [event.id]
+    assert again.job_run_id  # submitted
+    assert store.get_run(first.run_id).state is RunState.CANCELLED
+    # A late redelivery of the event (the stream's retry) makes no third run, and cancelling the second
+    # with requeue makes a third of its own.
+    world.evaluator.handle_event(event)
+    assert len(world.runs("one")) == 2
+    world.ops.cancel(again.run_id, requeue=True, principal="ops")
+    assert {r.state for r in world.runs("one")} == {RunState.CANCELLED, RunState.QUEUED}
+    assert len(world.runs("one")) == 3
+    assert views.list_queue(store, world.catalog, "one")["items"] == []
+
+
 def test_cancel_refuses_finished_unknown_and_ended_job_runs_changing_nothing(store: DynamoDbStore) -> None:
     world = World(store, Pipeline("etl", schedule=A, job=JOB))
     world.emit(A, 1)

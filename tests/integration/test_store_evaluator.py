@@ -145,6 +145,33 @@ def test_an_event_consumed_at_once_writes_no_queue_entry_and_its_run_still_has_i
     assert any(sk.startswith("G#") for sk in queue_items(store, "both"))
 
 
+def test_an_event_a_run_takes_alone_at_once_leaves_no_seen_marker_and_is_still_taken_once(
+    store: DynamoDbStore,
+) -> None:
+    # Given a pipeline that makes a run per event, and one that holds its second event for a free slot
+    evaluator = evaluator_for(
+        store,
+        Pipeline("each", schedule=A, job=JOB, batch=False),
+        Pipeline("held", schedule=A, job=JOB, batch=False, max_active_runs=1),
+    )
+    first, second = emit(store, A, 1), emit(store, A, 2)
+    made = evaluator.handle_batch([first, second]).runs
+    assert len(made) == 3  # each: two runs; held: one, the second event queued
+    # Then each's runs stand for its seen markers (none written), the held event has its marker and entry
+    assert queue_items(store, "each") == []
+    assert [sk for sk in queue_items(store, "held") if sk.startswith("SEEN#")] == [
+        "SEEN#e00001",
+        "SEEN#e00002",
+    ]
+    assert store.already_queued("each", "", ["e00001", "e00002", "e00003"]) == {"e00001", "e00002"}
+    # When the stream delivers both again, nothing new is made, in one batch or one by one
+    assert evaluator.handle_batch([first, second]).runs == []
+    assert evaluator.handle_event(second).runs == []
+    assert len(store.list_runs("each").items) == 2
+    assert len(store.list_runs("held").items) == 1
+    assert [row["event"]["id"] for row in store.list_queue("held")] == ["e00002"]
+
+
 def test_max_active_runs_holds_the_queue_until_a_run_ends(store: DynamoDbStore) -> None:
     evaluator = evaluator_for(store, Pipeline("held", schedule=A, job=JOB, max_active_runs=1))
     (first,) = evaluator.handle_event(emit(store, A, 1)).runs

@@ -47,9 +47,9 @@ class PausingStore(DynamoDbStore):
         self.jitter = 0.0
         self._rng = random.Random(56050)
 
-    def read_queue_snapshots(self, wanted: Any) -> Any:
+    def read_queue_snapshots(self, wanted: Any, **kwargs: Any) -> Any:
         # The evaluator's one read of a batch's queues: their heads and their pipelines' active-run counts.
-        seen = super().read_queue_snapshots(wanted)
+        seen = super().read_queue_snapshots(wanted, **kwargs)
         if self.jitter:
             time.sleep(self._rng.random() * self.jitter)
         if getattr(self.pause_after_count, "on", False):

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from assetflow.adapters.dynamodb.control import consumed_version_puts
-from assetflow.adapters.dynamodb.runs import pending_adds, run_put
+from assetflow.adapters.dynamodb.runs import pending_adds, run_key, run_put
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
     TRANSACTION_MAX,
@@ -36,7 +36,7 @@ from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import MAX_APPEND, QueueHead, QueueSummary, StoredQueue
-from assetflow.core.scheduler import QueueEntry, QueueState, Transition
+from assetflow.core.scheduler import QueueEntry, QueueState, Transition, event_run_id
 from assetflow.ports import QueueSnapshot, TransitionTooLargeError
 
 
@@ -57,6 +57,17 @@ def _consumed_at_once(t: Transition) -> bool:
     )
 
 
+def _seen_marker(pipeline: Pipeline, key: str, entry: QueueEntry, run_ids: Collection[str]) -> bool:
+    """Whether an event taken at once needs its seen marker: not when the run that takes it alone is made.
+
+    That run's id derives from the event (``event_run_id``), its put is conditional on the id being new and
+    the queue's snapshot reads it beside the seen markers: the run says the queue took the event, for as long
+    as the marker would (two write units a run saved). A re-queued event's run has another id: it keeps its
+    marker.
+    """
+    return pipeline.batch or event_run_id(pipeline.id, key, entry.event.id) not in run_ids
+
+
 def _head_condition(version: int) -> str:
     """A queue head's write condition: still at ``version`` (a queue at 0 may have no head item yet)."""
     return "attribute_not_exists(version) OR version = :before" if version == 0 else "version = :before"
@@ -70,19 +81,21 @@ class DynamoDbQueueStore(DynamoDbTable):
         return self._head(pipeline, key, self._get(f"PIPELINE#{pipeline}", f"QUEUE#{key}") or {})
 
     def read_queue_snapshots(
-        self, wanted: Sequence[tuple[str, str, Sequence[str]]]
+        self,
+        wanted: Sequence[tuple[str, str, Sequence[str]]],
+        *,
+        run_per_event: Collection[str] = (),
     ) -> dict[tuple[str, str], QueueSnapshot]:
         """Heads, active-run counters and seen markers of many queues, batched.
 
         One consistent BatchGetItem per 100 keys: a queue's head, its pipeline's counter and a seen marker per
-        asked-for event.
+        asked-for event; for the pipelines in ``run_per_event`` (``batch=False``), also the run that takes the
+        event alone, which stands for its seen marker when it took the event at once (``_seen_marker``).
         """
         keys: list[dict[str, Any]] = []
         for pipeline, key, event_ids in wanted:
             keys.append({"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(f"QUEUE#{key}")})
-            keys += [
-                {"pk": str_attr(queue_pk(pipeline, key)), "sk": str_attr(f"SEEN#{i}")} for i in event_ids
-            ]
+            keys += self._seen_keys(pipeline, key, event_ids, runs=pipeline in run_per_event)
         pipelines = sorted({p for p, _, _ in wanted})
         keys += [active_key(p) for p in pipelines]
         found = self._batch_get(keys)
@@ -90,14 +103,33 @@ class DynamoDbQueueStore(DynamoDbTable):
         for pipeline, key, event_ids in wanted:
             head = found.get((f"PIPELINE#{pipeline}", f"QUEUE#{key}"))
             active = found.get((f"PIPELINE#{pipeline}", "#ACTIVE"))
-            partition = queue_pk(pipeline, key)
             answers[(pipeline, key)] = QueueSnapshot(
                 head=self._head(pipeline, key, plain_item(head) if head else {}),
                 active_runs=int(plain_item(active).get("active", 0)) if active else 0,
                 paused=bool(plain_item(active).get("paused", False)) if active else False,
-                seen=frozenset(i for i in event_ids if (partition, f"SEEN#{i}") in found),
+                seen=self._seen_in(found, pipeline, key, event_ids),
             )
         return answers
+
+    @staticmethod
+    def _seen_keys(pipeline: str, key: str, event_ids: Sequence[str], *, runs: bool) -> list[dict[str, Any]]:
+        """The keys that say a queue took an event: its seen marker and (``runs``) the run that took it alone."""
+        partition = queue_pk(pipeline, key)
+        keys = [{"pk": str_attr(partition), "sk": str_attr(f"SEEN#{i}")} for i in event_ids]
+        if runs:
+            keys += [run_key(event_run_id(pipeline, key, i)) for i in event_ids]
+        return keys
+
+    @staticmethod
+    def _seen_in(
+        found: Mapping[tuple[str, str], Any], pipeline: str, key: str, event_ids: Sequence[str]
+    ) -> frozenset[str]:
+        partition = queue_pk(pipeline, key)
+        return frozenset(
+            i
+            for i in event_ids
+            if (partition, f"SEEN#{i}") in found or (f"RUN#{event_run_id(pipeline, key, i)}", "#RUN") in found
+        )
 
     @staticmethod
     def _head(pipeline: str, key: str, head: dict[str, Any]) -> QueueHead:
@@ -131,6 +163,7 @@ class DynamoDbQueueStore(DynamoDbTable):
                 AssetEvent.from_json(json.loads(i["event"]["S"])),
                 tuple(plain_value(i["aliases"])),
                 tuple(plain_value(i["wheres"])) if "wheres" in i else (),
+                requeued_from=i["requeued_from"]["S"] if "requeued_from" in i else None,
             )
             for i in self._query(
                 KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
@@ -166,19 +199,9 @@ class DynamoDbQueueStore(DynamoDbTable):
 
     def already_queued(self, pipeline: str, key: str, event_ids: Sequence[str]) -> set[str]:
         """Which of these events this queue has seen before (queued or consumed), so redeliveries skip."""
-        seen: set[str] = set()
-        pk = queue_pk(pipeline, key)
         ids = list(dict.fromkeys(event_ids))
-        for start in range(0, len(ids), 100):
-            keys = [{"pk": str_attr(pk), "sk": str_attr(f"SEEN#{i}")} for i in ids[start : start + 100]]
-            request = {self.table: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                answer = self._call("batch_get_item", RequestItems=request)
-                seen.update(
-                    i["sk"]["S"].removeprefix("SEEN#") for i in answer["Responses"].get(self.table, [])
-                )
-                request = answer.get("UnprocessedKeys") or {}
-        return seen
+        found = self._batch_get(self._seen_keys(pipeline, key, ids, runs=True))
+        return set(self._seen_in(found, pipeline, key, ids))
 
     def active_runs(self, pipeline: str) -> int:
         """How many runs of the pipeline are queued or running."""
@@ -281,13 +304,19 @@ class DynamoDbQueueStore(DynamoDbTable):
         writes: list[dict[str, Any]] = []
         consumed_ids = {e.event.id for e in t.consumed}
         where = generation_of or {}
+        run_ids = {r.run_id for r in t.runs} if by_reference else set()
         for entry in t.added:
             # An event consumed at once never needs a queue entry, only its seen marker (a batch run then
-            # references its events' items instead of its generation).
+            # references its events' items instead of its generation), and not even that when the run that
+            # takes it alone is found by the event's id.
             queued = not by_reference and (pipeline.batch or entry.event.id not in consumed_ids)
             at = where.get(entry.event.id, generation if next_generation is None else next_generation)
             writes += self._entry_writes(
-                partition, at if pipeline.batch else generation, entry, queued=queued
+                partition,
+                at if pipeline.batch else generation,
+                entry,
+                queued=queued,
+                marked=queued or _seen_marker(pipeline, t.before.key, entry, run_ids),
             )
         # Failure or late entries a new event superseded: no run takes them.
         writes += [
@@ -453,22 +482,34 @@ class DynamoDbQueueStore(DynamoDbTable):
             )
 
     def _entry_writes(
-        self, partition: str, generation: int, entry: QueueEntry, *, queued: bool, only_new: bool = False
+        self,
+        partition: str,
+        generation: int,
+        entry: QueueEntry,
+        *,
+        queued: bool,
+        only_new: bool = False,
+        marked: bool = True,
     ) -> list[dict[str, Any]]:
-        """The writes that add an entry: its seen marker (once per queue, ever) and, when queued, the entry."""
-        writes: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": {
-                        "pk": str_attr(partition),
-                        "sk": str_attr(f"SEEN#{entry.event.id}"),
-                        "expires_at": num_attr(epoch_seconds(entry.event.timestamp + DEDUPE_TTL)),
-                    },
-                    "ConditionExpression": "attribute_not_exists(pk)",
+        """The writes that add an entry: its seen marker (when ``marked``) and the entry (when ``queued``).
+
+        A queue marks an event once, ever; an unmarked one is recorded by the run that took it (``_seen_marker``).
+        """
+        writes: list[dict[str, Any]] = []
+        if marked:
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": str_attr(partition),
+                            "sk": str_attr(f"SEEN#{entry.event.id}"),
+                            "expires_at": num_attr(epoch_seconds(entry.event.timestamp + DEDUPE_TTL)),
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
                 }
-            }
-        ]
+            )
         if queued:
             put: dict[str, Any] = {
                 "TableName": self.table,
@@ -478,6 +519,7 @@ class DynamoDbQueueStore(DynamoDbTable):
                     "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
                     "aliases": {"L": [str_attr(a) for a in entry.aliases]},
                     **({"wheres": {"L": [str_attr(w) for w in entry.wheres]}} if entry.wheres else {}),
+                    **({"requeued_from": str_attr(entry.requeued_from)} if entry.requeued_from else {}),
                 },
             }
             if only_new:

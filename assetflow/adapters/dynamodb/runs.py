@@ -115,7 +115,8 @@ _POOL_LOCK = threading.Lock()
 _JOB_CONDITION = " AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
 
 
-def _run_key(run_id: str) -> dict[str, Any]:
+def run_key(run_id: str) -> dict[str, Any]:
+    """A run's item key."""
     return {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")}
 
 
@@ -194,7 +195,7 @@ class DynamoDbRunStore(DynamoDbTable):
         Raises:
             NotFoundError: no such run.
         """
-        found = self._call("get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True)
+        found = self._call("get_item", TableName=self.table, Key=run_key(run_id), ConsistentRead=True)
         if "Item" not in found:
             raise NotFoundError(f"no run {run_id!r}")
         return self._run_from_item(found["Item"], with_events=with_events)
@@ -237,7 +238,7 @@ class DynamoDbRunStore(DynamoDbTable):
                 ConsistentRead=True,
             )
         ]
-        keys = [_run_key(run_id) for run_id in sorted(set().union(*(ids for _, ids in pending)))]
+        keys = [run_key(run_id) for run_id in sorted(set().union(*(ids for _, ids in pending)))]
         keys += self._query(
             "gsi3",
             KeyConditionExpression="gsi3pk = :p",
@@ -353,7 +354,7 @@ class DynamoDbRunStore(DynamoDbTable):
             self._call(
                 "update_item",
                 TableName=self.table,
-                Key=_run_key(run_id),
+                Key=run_key(run_id),
                 # Now among the submitted active runs (gsi3), sorted by creation as in gsi1; a run made before
                 # pending items moves there from UNSUBMITTED#<pipeline>.
                 UpdateExpression="SET job_run_id = :j, gsi3pk = :active, gsi3sk = gsi1sk",
@@ -394,7 +395,7 @@ class DynamoDbRunStore(DynamoDbTable):
         self._call(
             "update_item",
             TableName=self.table,
-            Key=_run_key(run_id),
+            Key=run_key(run_id),
             UpdateExpression="SET submission_error = :r, submission_failed_at = :t ADD submission_attempts :one",
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues={
@@ -438,7 +439,7 @@ class DynamoDbRunStore(DynamoDbTable):
             answer = self._call(
                 "update_item",
                 TableName=self.table,
-                Key=_run_key(run_id),
+                Key=run_key(run_id),
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
@@ -452,7 +453,7 @@ class DynamoDbRunStore(DynamoDbTable):
                 old = failed_item(exc)
             else:  # a lost race with a transaction on the run (TransactionConflict): read it, go on from there
                 old = self._call(
-                    "get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True
+                    "get_item", TableName=self.table, Key=run_key(run_id), ConsistentRead=True
                 ).get("Item")
         for _ in range(attempts):
             if old is None:
@@ -467,7 +468,7 @@ class DynamoDbRunStore(DynamoDbTable):
             )
             if moved is not None:
                 return moved, True
-            found = self._call("get_item", TableName=self.table, Key=_run_key(run_id), ConsistentRead=True)
+            found = self._call("get_item", TableName=self.table, Key=run_key(run_id), ConsistentRead=True)
             old = found.get("Item")
         raise ConflictError(f"run {run_id} kept changing; try again")
 
@@ -497,7 +498,7 @@ class DynamoDbRunStore(DynamoDbTable):
             {
                 "Update": {
                     "TableName": self.table,
-                    "Key": _run_key(run.run_id),
+                    "Key": run_key(run.run_id),
                     "UpdateExpression": update,
                     "ConditionExpression": "#s = :cur" + (_JOB_CONDITION if job_run_id else ""),
                     "ExpressionAttributeNames": names,

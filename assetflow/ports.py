@@ -277,8 +277,8 @@ class QueueStore(Protocol):
         """Many queues' heads, active-run counters and seen events in one batched read.
 
         ``wanted`` lists ``(pipeline, key, event ids)``; the answer is keyed by ``(pipeline, key)``.
-        ``run_per_event`` names the pipelines that make a run per event (``batch=False``): a store may let the
-        run that takes an event alone (``event_run_id``) say that the queue saw it.
+        ``run_per_event`` names the pipelines whose runs may take an event alone (``takes_events_alone``): a
+        store may let the run that takes an event alone (``event_run_id``) say that the queue saw it.
         """
         ...
 

@@ -351,11 +351,21 @@ def run_id_for(pipeline: str, key: str, discriminator: str) -> str:
 
 
 def event_run_id(pipeline: str, key: str, event_id: str) -> str:
-    """The id of the run that takes one event alone (``batch=False``), unless the event was re-queued.
+    """The id of the run that takes one event alone, unless the event was re-queued.
 
     A store may let such a run stand for "this queue took the event": it exists once the event is taken.
     """
     return run_id_for(pipeline, key, f"event:{event_id}")
+
+
+def takes_events_alone(pipeline: Pipeline) -> bool:
+    """Whether a run of the pipeline may take a single event alone (its id then ``event_run_id``).
+
+    A run per event (``batch=False``), or a batch pipeline whose schedule any single event satisfies (an
+    asset, an alias, assets joined with ``|``): each event that finds its queue empty is taken at once.
+    """
+    schedule = pipeline.schedule
+    return schedule.runs_on_assets and schedule.condition.is_any_of_leaves()
 
 
 def _single_run_discriminator(entry: QueueEntry) -> str:
@@ -609,7 +619,13 @@ def _take_runs(
         elif taken.decision.action == "batch":
             events, taken.remaining = taken.remaining, []
             earlier = sum(1 for r in taken.runs if r.scheduled_time is None)
-            taken.runs.append(make_run(f"v{version}" + (f".{earlier}" if earlier else ""), events, None))
+            # A batch of one event is named by it, as a run per event is (``event_run_id``).
+            discriminator = (
+                _single_run_discriminator(events[0])
+                if len(events) == 1
+                else f"v{version}" + (f".{earlier}" if earlier else "")
+            )
+            taken.runs.append(make_run(discriminator, events, None))
         else:
             events, taken.remaining = taken.remaining[:1], taken.remaining[1:]
             taken.runs.append(make_run(_single_run_discriminator(events[0]), events, None))
@@ -632,4 +648,5 @@ __all__ = [
     "route_event",
     "routes_on_content",
     "run_id_for",
+    "takes_events_alone",
 ]

@@ -25,7 +25,15 @@ from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import AssetEvent, Run
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import QueueHead, StoredQueue
-from assetflow.core.scheduler import QueueEntry, QueueState, Skip, advance, route_event, routes_on_content
+from assetflow.core.scheduler import (
+    QueueEntry,
+    QueueState,
+    Skip,
+    advance,
+    route_event,
+    routes_on_content,
+    takes_events_alone,
+)
 from assetflow.ports import (
     Clock,
     ExtrasStore,
@@ -316,7 +324,7 @@ class Evaluator:
             return
         snapshots = self.store.read_queue_snapshots(
             [(g.pipeline.id, g.key, [e.event.id for e in g.entries]) for g in groups.values()],
-            run_per_event={g.pipeline.id for g in groups.values() if not g.pipeline.batch},
+            run_per_event={g.pipeline.id for g in groups.values() if takes_events_alone(g.pipeline)},
         )
         for (pipeline_id, key), group in groups.items():
             try:
@@ -429,7 +437,7 @@ class Evaluator:
                 self._backoff(attempt - 1)
                 snapshot = self.store.read_queue_snapshots(
                     [(pipeline.id, key, [e.event.id for e in pending])],
-                    run_per_event=() if pipeline.batch else (pipeline.id,),
+                    run_per_event=(pipeline.id,) if takes_events_alone(pipeline) else (),
                 )[(pipeline.id, key)]
                 still = [e for e in pending if e.event.id not in snapshot.seen]
                 still = self._unconsumed(pipeline, still, result)

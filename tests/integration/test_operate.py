@@ -305,12 +305,13 @@ def test_cancel_with_requeue_puts_the_events_back_and_they_ride_with_the_next_ru
     assert views.list_queue(store, world.catalog, "both")["items"] == []
 
 
-def test_a_run_per_event_cancelled_with_requeue_is_made_again_under_a_new_id_and_once(
-    store: DynamoDbStore,
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_run_of_one_event_cancelled_with_requeue_is_made_again_under_a_new_id_and_once(
+    store: DynamoDbStore, batch: bool
 ) -> None:
-    # A batch=False run's id derives from its event: the run made again of the re-queued event needs its own
-    # (before, its put was refused as a conflict until the operator's action gave up and said 409).
-    world = World(store, Pipeline("one", schedule=A, job=JOB, batch=False))
+    # The id of a run that takes one event alone derives from the event: the run made again of the re-queued
+    # event needs its own (before, its put was refused as a conflict until the action gave up and said 409).
+    world = World(store, Pipeline("one", schedule=A, job=JOB, batch=batch))
     event = world.emit(A, 1)
     (first,) = world.runs("one")
     world.ops.cancel(first.run_id, requeue=True, principal="ops")

@@ -135,8 +135,9 @@ def test_an_event_consumed_at_once_writes_no_queue_entry_and_its_run_still_has_i
     first = emit(store, A, 1)
     (run,) = evaluator.handle_event(first).runs
     assert evaluator.handle_event(first).runs == []
-    # Then on_a's run took it without a queue entry (only the seen marker), and reads it back by reference
-    assert queue_items(store, "on_a") == ["SEEN#e00001"]
+    # Then on_a's run took it without a queue entry or seen marker (the run, named by the event, says the
+    # queue took it), and reads it back by reference
+    assert queue_items(store, "on_a") == []
     assert [e.id for e in store.get_run(run.run_id).triggering_events] == ["e00001"]
     # and the waiting pipeline queued it as an entry, which the run that b completes then takes
     assert [row["event"]["id"] for row in store.list_queue("both")] == ["e00001"]
@@ -148,17 +149,19 @@ def test_an_event_consumed_at_once_writes_no_queue_entry_and_its_run_still_has_i
 def test_an_event_a_run_takes_alone_at_once_leaves_no_seen_marker_and_is_still_taken_once(
     store: DynamoDbStore,
 ) -> None:
-    # Given a pipeline that makes a run per event, and one that holds its second event for a free slot
+    # Given a pipeline that makes a run per event, a batch one on the same asset (its arrivals judged one at
+    # a time), and one that holds its second event for a free slot
     evaluator = evaluator_for(
         store,
         Pipeline("each", schedule=A, job=JOB, batch=False),
+        Pipeline("batched", schedule=A, job=JOB),
         Pipeline("held", schedule=A, job=JOB, batch=False, max_active_runs=1),
     )
     first, second = emit(store, A, 1), emit(store, A, 2)
     made = evaluator.handle_batch([first, second]).runs
-    assert len(made) == 3  # each: two runs; held: one, the second event queued
-    # Then each's runs stand for its seen markers (none written), the held event has its marker and entry
-    assert queue_items(store, "each") == []
+    assert len(made) == 5  # each and batched: two runs; held: one, the second event queued
+    # Then the runs stand for their seen markers (none written), the held event has its marker and entry
+    assert queue_items(store, "each") == queue_items(store, "batched") == []
     assert [sk for sk in queue_items(store, "held") if sk.startswith("SEEN#")] == [
         "SEEN#e00001",
         "SEEN#e00002",
@@ -167,7 +170,7 @@ def test_an_event_a_run_takes_alone_at_once_leaves_no_seen_marker_and_is_still_t
     # When the stream delivers both again, nothing new is made, in one batch or one by one
     assert evaluator.handle_batch([first, second]).runs == []
     assert evaluator.handle_event(second).runs == []
-    assert len(store.list_runs("each").items) == 2
+    assert len(store.list_runs("each").items) == len(store.list_runs("batched").items) == 2
     assert len(store.list_runs("held").items) == 1
     assert [row["event"]["id"] for row in store.list_queue("held")] == ["e00002"]
 

@@ -36,7 +36,13 @@ from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, format_timestamp, parse_timestamp
 from assetflow.core.pipeline import Pipeline
 from assetflow.core.queues import MAX_APPEND, QueueHead, QueueSummary, StoredQueue
-from assetflow.core.scheduler import QueueEntry, QueueState, Transition, event_run_id
+from assetflow.core.scheduler import (
+    QueueEntry,
+    QueueState,
+    Transition,
+    event_run_id,
+    takes_events_alone,
+)
 from assetflow.ports import QueueSnapshot, TransitionTooLargeError
 
 
@@ -65,7 +71,7 @@ def _seen_marker(pipeline: Pipeline, key: str, entry: QueueEntry, run_ids: Colle
     as the marker would (two write units a run saved). A re-queued event's run has another id: it keeps its
     marker.
     """
-    return pipeline.batch or event_run_id(pipeline.id, key, entry.event.id) not in run_ids
+    return not takes_events_alone(pipeline) or event_run_id(pipeline.id, key, entry.event.id) not in run_ids
 
 
 def _head_condition(version: int) -> str:
@@ -89,8 +95,8 @@ class DynamoDbQueueStore(DynamoDbTable):
         """Heads, active-run counters and seen markers of many queues, batched.
 
         One consistent BatchGetItem per 100 keys: a queue's head, its pipeline's counter and a seen marker per
-        asked-for event; for the pipelines in ``run_per_event`` (``batch=False``), also the run that takes the
-        event alone, which stands for its seen marker when it took the event at once (``_seen_marker``).
+        asked-for event; for the pipelines in ``run_per_event`` (``takes_events_alone``), also the run that takes
+        the event alone, which stands for its seen marker when it took the event at once (``_seen_marker``).
         """
         keys: list[dict[str, Any]] = []
         for pipeline, key, event_ids in wanted:

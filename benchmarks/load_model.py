@@ -241,14 +241,15 @@ class Deployment:
 BRANCH = Deployment(batch_size=100, batch_evaluation=True, meta_per_batch=True, meta_batch=10)
 #: What the branch's store writes per event on each hot key (``assetflow/adapters/dynamodb``), items under
 #: 1 KB, transactional writes two units: the event item in the ingest transaction (2) and the summary count
-#: (2, once per ingest batch); the ``SEEN`` marker (2; ``batch=False`` keeps no entry); no active-run counter
+#: (2, once per ingest batch); no ``SEEN`` marker and no entry for an event a run takes alone at once (the run,
+#: named by the event, stands for the marker: ``a & b`` keeps both, 2 each); no active-run counter
 #: without ``max_active_runs``; the indexes project keys only, so an entry is written when its keys are (a
 #: summary's once, a run's once when created: one unit), never on a state change.
 BRANCH_SINGLE_KEYS = KeyLoad(
     asset_write=4.0,
     meta_write=2.0,
     asset_read=0.01,
-    queue_write=2.0,
+    queue_write=0.0,
     queue_read=1.0,
     head_read=2.0,
     active_write_per_run=0.0,
@@ -272,12 +273,12 @@ BRANCH_SHAPES: dict[str, Shape] = {BRANCH_SINGLE.name: BRANCH_SINGLE, BRANCH_AND
 #: Per event and per run (with its outlet event), solved from this branch's cost benchmark
 #: (``results/cost.json``: ``single`` 1 event + 1 run per message, ``and`` 1 event + 0.09 runs).
 BRANCH_COSTS = UnitCosts(
-    event_write_units=8.32,
-    event_read_units=1.21,
-    event_requests=0.31,
-    run_write_units=17.10,
-    run_read_units=0.01,
-    run_requests=4.12,
+    event_write_units=5.92,
+    event_read_units=1.14,
+    event_requests=0.51,
+    run_write_units=7.98,
+    run_read_units=1.11,
+    run_requests=5.12,
 )
 
 

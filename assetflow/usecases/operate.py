@@ -25,7 +25,7 @@ from typing import Any
 from assetflow.core.backfill import BackfillPlan, plan_backfill, rerun_id, stale_runs
 from assetflow.core.catalog import Catalog
 from assetflow.core.conditions import AssetAlias
-from assetflow.core.errors import ConflictError
+from assetflow.core.errors import ConflictError, StoreUnavailableError
 from assetflow.core.events import AssetEvent, Run, RunState, derive_id, format_timestamp, group_events
 from assetflow.core.jsonvalue import thaw_json
 from assetflow.core.pipeline import Pipeline
@@ -400,6 +400,8 @@ class Operations:
             RunStateError: the run has ended (or its job ended before it could be cancelled), or ``requeue``
                 was asked for a run that took no events from a queue.
             JobServiceUnavailableError: the job service is failing; nothing changed, retry.
+            ConflictError: the run kept changing (retry), or it is cancelled but its events could not be
+                re-queued (replay it).
         """
         run = self.store.get_run(run_id)
         if requeue and run.triggered_by not in ("assets", "time"):
@@ -446,14 +448,32 @@ class Operations:
             )
 
     def _after_cancel(self, run: Run, *, requeue: bool, freed: bool) -> Run:
+        """Re-queue a cancelled run's events if asked, then let the freed slot go to what waits.
+
+        Raises:
+            ConflictError: the run is cancelled but its events could not be re-queued (its queue stayed
+                contended, or the store failed): the message says to replay the run, which runs them again.
+        """
         pipeline = self.catalog.pipelines.get(run.pipeline)
         if pipeline is None:
             return run
+        unqueued: Exception | None = None
         if requeue:
-            self._requeue(pipeline, self.store.get_run(run.run_id))
+            try:
+                self._requeue(pipeline, self.store.get_run(run.run_id))
+            except (ConflictError, StoreUnavailableError) as exc:
+                unqueued = exc
+                logger.error(
+                    "cancelled run's events not re-queued", extra={"run_id": run.run_id, "error": str(exc)}
+                )
         if freed or requeue:
             admit_and_submit(self.store, self.submitter, pipeline)
             self._reevaluate(pipeline.id)
+        if unqueued is not None:
+            raise ConflictError(
+                f"run {run.run_id} is cancelled, but its events could not be re-queued ({unqueued}); "
+                f"replay the run to run them again (assetflow runs replay {run.run_id})"
+            ) from unqueued
         return self.store.get_run(run.run_id)
 
     def _reevaluate(self, pipeline_id: str) -> list[Run]:

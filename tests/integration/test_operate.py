@@ -17,7 +17,7 @@ import pytest
 
 from assetflow import Asset, Catalog, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
-from assetflow.core.errors import NotFoundError
+from assetflow.core.errors import ConflictError, NotFoundError
 from assetflow.core.events import OUTLET_TOKEN_SCHEME, AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline as PipelineType
 from assetflow.ports import JobAlreadyEndedError
@@ -327,6 +327,34 @@ def test_a_run_of_one_event_cancelled_with_requeue_is_made_again_under_a_new_id_
     assert {r.state for r in world.runs("one")} == {RunState.CANCELLED, RunState.QUEUED}
     assert len(world.runs("one")) == 3
     assert views.list_queue(store, world.catalog, "one")["items"] == []
+
+
+def test_a_cancelled_run_whose_events_cannot_be_requeued_says_to_replay_it_and_its_slot_still_frees(
+    store: DynamoDbStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = World(store, Pipeline("one", schedule=A, job=JOB, max_active_runs=1))
+    world.ops._sleep = lambda _: None
+    world.emit(A, 1)
+    (first,) = world.runs("one")
+    waiting = world.trigger("one")  # held for the slot
+    applied = store.apply
+
+    def contended(pipeline: PipelineType, stored: Any, transition: Any) -> None:
+        if any(e.requeued_from for e in transition.added):  # the re-queue's own transitions only
+            raise ConflictError("the queue changed")
+        applied(pipeline, stored, transition)
+
+    monkeypatch.setattr(store, "apply", contended)
+    with pytest.raises(
+        ConflictError, match=f"is cancelled, but its events could not be re-queued.*replay {first.run_id}"
+    ):
+        world.ops.cancel(first.run_id, requeue=True, principal="ops")
+    assert store.get_run(first.run_id).state is RunState.CANCELLED
+    assert store.get_run(waiting.run_id).job_run_id  # the freed slot went to the held run all the same
+    monkeypatch.undo()
+    # The remedy the message names runs the events again
+    replayed = world.ops.replay(first.run_id, principal="ops", request_id="r-1").run
+    assert [e.id for e in replayed.triggering_events] == ["e00001"]
 
 
 def test_cancel_refuses_finished_unknown_and_ended_job_runs_changing_nothing(store: DynamoDbStore) -> None:

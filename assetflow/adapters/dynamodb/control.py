@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from assetflow.adapters.dynamodb.keys import sort_key
-from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, pending_add, run_put
+from assetflow.adapters.dynamodb.runs import DynamoDbRunStore, pending_add, run_key, run_put
 from assetflow.adapters.dynamodb.table import (
     active_key,
     asset_pk,
@@ -267,7 +267,7 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 {
                     "Update": {
                         "TableName": self.table,
-                        "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
+                        "Key": run_key(run_id),
                         "UpdateExpression": "REMOVE held",
                         "ConditionExpression": "attribute_exists(held) AND #s = :queued",
                         "ExpressionAttributeNames": {"#s": "state"},
@@ -307,7 +307,7 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                     {
                         "Update": {
                             "TableName": self.table,
-                            "Key": {"pk": str_attr(f"RUN#{run_id}"), "sk": str_attr("#RUN")},
+                            "Key": run_key(run_id),
                             "UpdateExpression": "SET #s = :cancelled REMOVE held",
                             "ConditionExpression": "attribute_exists(held) AND #s = :queued",
                             "ExpressionAttributeNames": {"#s": "state"},

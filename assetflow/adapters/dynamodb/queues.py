@@ -74,6 +74,17 @@ def _seen_marker(pipeline: Pipeline, key: str, entry: QueueEntry, run_ids: Colle
     return not takes_events_alone(pipeline) or event_run_id(pipeline.id, key, entry.event.id) not in run_ids
 
 
+def _seen_in(
+    found: Mapping[tuple[str, str], Any], asked: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> frozenset[str]:
+    """The events (of ``_seen_keys``'s answer) with any of their keys among the items ``found``."""
+    return frozenset(
+        event_id
+        for event_id, keys in asked.items()
+        if any((k["pk"]["S"], k["sk"]["S"]) in found for k in keys)
+    )
+
+
 def _head_condition(version: int) -> str:
     """A queue head's write condition: still at ``version`` (a queue at 0 may have no head item yet)."""
     return "attribute_not_exists(version) OR version = :before" if version == 0 else "version = :before"
@@ -99,43 +110,41 @@ class DynamoDbQueueStore(DynamoDbTable):
         the event alone, which stands for its seen marker when it took the event at once (``_seen_marker``).
         """
         keys: list[dict[str, Any]] = []
+        asked: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
         for pipeline, key, event_ids in wanted:
             keys.append({"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(f"QUEUE#{key}")})
-            keys += self._seen_keys(pipeline, key, event_ids, runs=pipeline in run_per_event)
+            asked[(pipeline, key)] = seen = self._seen_keys(
+                pipeline, key, event_ids, runs=pipeline in run_per_event
+            )
+            keys += [k for ks in seen.values() for k in ks]
         pipelines = sorted({p for p, _, _ in wanted})
         keys += [active_key(p) for p in pipelines]
         found = self._batch_get(keys)
         answers: dict[tuple[str, str], QueueSnapshot] = {}
-        for pipeline, key, event_ids in wanted:
+        for pipeline, key, _ in wanted:
             head = found.get((f"PIPELINE#{pipeline}", f"QUEUE#{key}"))
             active = found.get((f"PIPELINE#{pipeline}", "#ACTIVE"))
             answers[(pipeline, key)] = QueueSnapshot(
                 head=self._head(pipeline, key, plain_item(head) if head else {}),
                 active_runs=int(plain_item(active).get("active", 0)) if active else 0,
                 paused=bool(plain_item(active).get("paused", False)) if active else False,
-                seen=self._seen_in(found, pipeline, key, event_ids),
+                seen=_seen_in(found, asked[(pipeline, key)]),
             )
         return answers
 
     @staticmethod
-    def _seen_keys(pipeline: str, key: str, event_ids: Sequence[str], *, runs: bool) -> list[dict[str, Any]]:
-        """The keys that say a queue took an event: its seen marker and (``runs``) the run that took it alone."""
+    def _seen_keys(
+        pipeline: str, key: str, event_ids: Sequence[str], *, runs: bool
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Per event, the keys that say a queue took it: its seen marker and (``runs``) the run that took it alone."""
         partition = queue_pk(pipeline, key)
-        keys = [{"pk": str_attr(partition), "sk": str_attr(f"SEEN#{i}")} for i in event_ids]
-        if runs:
-            keys += [run_key(event_run_id(pipeline, key, i)) for i in event_ids]
-        return keys
-
-    @staticmethod
-    def _seen_in(
-        found: Mapping[tuple[str, str], Any], pipeline: str, key: str, event_ids: Sequence[str]
-    ) -> frozenset[str]:
-        partition = queue_pk(pipeline, key)
-        return frozenset(
-            i
+        return {
+            i: [
+                {"pk": str_attr(partition), "sk": str_attr(f"SEEN#{i}")},
+                *([run_key(event_run_id(pipeline, key, i))] if runs else []),
+            ]
             for i in event_ids
-            if (partition, f"SEEN#{i}") in found or (f"RUN#{event_run_id(pipeline, key, i)}", "#RUN") in found
-        )
+        }
 
     @staticmethod
     def _head(pipeline: str, key: str, head: dict[str, Any]) -> QueueHead:
@@ -205,9 +214,8 @@ class DynamoDbQueueStore(DynamoDbTable):
 
     def already_queued(self, pipeline: str, key: str, event_ids: Sequence[str]) -> set[str]:
         """Which of these events this queue has seen before (queued or consumed), so redeliveries skip."""
-        ids = list(dict.fromkeys(event_ids))
-        found = self._batch_get(self._seen_keys(pipeline, key, ids, runs=True))
-        return set(self._seen_in(found, pipeline, key, ids))
+        asked = self._seen_keys(pipeline, key, event_ids, runs=True)
+        return set(_seen_in(self._batch_get([k for ks in asked.values() for k in ks]), asked))
 
     def active_runs(self, pipeline: str) -> int:
         """How many runs of the pipeline are queued or running."""

@@ -217,8 +217,11 @@ PRICES: Mapping[str, Price] = {
 }
 
 #: Bytes Lambda itself logs per invocation (START, END and REPORT lines, with the X-Ray trace id under
-#: active tracing), estimated from their documented format.
+#: active tracing), estimated from their documented format: as plain text, and as the JSON log format's
+#: platform.start, platform.runtimeDone and platform.report records. All three are INFO: a function whose
+#: system log level is WARN (the stack's default, ``EnvironmentConfig.system_log_level``) logs none of them.
 LAMBDA_PLATFORM_LOG_BYTES = 350
+LAMBDA_PLATFORM_LOG_BYTES_JSON = 900
 #: The share of invocations X-Ray records under the default sampling rule (the first request each second,
 #: then 5%): at the rates a burst reaches, about 5%. The stack turns active tracing on for every function.
 XRAY_SAMPLING = 0.05
@@ -249,11 +252,13 @@ def cost_per_million(
     *,
     prices: Mapping[str, Price] = PRICES,
     xray_sampling: float = XRAY_SAMPLING,
+    platform_log_bytes: float = LAMBDA_PLATFORM_LOG_BYTES,
 ) -> dict[str, Any]:
     """Dollars per million events of a workload that handled ``events`` events and made ``counts``.
 
     ``counts`` holds the keys of ``COUNT_KEYS`` (missing ones count as 0); CloudWatch Logs adds Lambda's own
-    lines per invocation and X-Ray the sampled share of invocations. Returns the lines (quantity per million
+    lines per invocation (``platform_log_bytes``: see ``platform_log_bytes``) and X-Ray the sampled share of
+    invocations. Returns the lines (quantity per million
     events, unit, dollars per million events) and their total.
 
     Raises:
@@ -269,7 +274,7 @@ def cost_per_million(
         return float(counts.get(key, 0.0))
 
     invocations = count("lambda_invocations")
-    log_gb = (count("log_bytes") + invocations * LAMBDA_PLATFORM_LOG_BYTES) / 1024**3
+    log_gb = (count("log_bytes") + invocations * platform_log_bytes) / 1024**3
     priced = [
         ("Lambda requests", invocations, "lambda_request"),
         ("Lambda duration", count("lambda_gb_seconds"), "lambda_gb_second"),
@@ -1009,6 +1014,26 @@ def run_scenario(
     }
 
 
+def platform_log_bytes(template: Mapping[str, Any]) -> float:
+    """Bytes of Lambda's own lines per invocation of the stack's functions, from their logging configuration.
+
+    None at system log level WARN; else the plain-text or JSON lines (the most any service function logs).
+    """
+    found = [0.0]
+    for resource in template.get("Resources", {}).values():
+        props = resource.get("Properties", {})
+        if resource["Type"] != "AWS::Lambda::Function" or not str(props.get("Handler", "")).endswith(
+            ".lambda_handler"
+        ):
+            continue
+        logging = props.get("LoggingConfig", {})
+        if logging.get("SystemLogLevel") == "WARN":
+            continue
+        json_format = logging.get("LogFormat") == "JSON"
+        found.append(LAMBDA_PLATFORM_LOG_BYTES_JSON if json_format else LAMBDA_PLATFORM_LOG_BYTES)
+    return max(found)
+
+
 def _template_memory(template: Mapping[str, Any]) -> dict[str, int]:
     found = {}
     for resource in template.get("Resources", {}).values():
@@ -1088,10 +1113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
         templates = waiting()
 
+    # Priced as production is configured (the first environment synthesised when prod is not).
+    priced_env = "assetflow-prod" if "assetflow-prod" in templates else sorted(templates)[0]
+    platform_bytes = platform_log_bytes(templates[priced_env])
     per_scenario: dict[str, Any] = {}
     for scenario in SCENARIOS:
         results = measured[scenario.name]
-        priced = [cost_per_million(r["counts"], r["messages"]) for r in results]
+        priced = [
+            cost_per_million(r["counts"], r["messages"], platform_log_bytes=platform_bytes) for r in results
+        ]
         items = [line["item"] for line in priced[0]["lines"]]
         last = results[-1]
         messages = last["messages"]
@@ -1145,7 +1175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "helper's S3 GET and PUT, every EMR job state (5 per run) into the run-state function, outlet events.",
         "Lambda GB-seconds are measured locally against emulators (slower than AWS's DynamoDB): an upper estimate.",
         f"X-Ray: {XRAY_SAMPLING:.0%} of invocations traced; logs: Powertools output plus "
-        f"{LAMBDA_PLATFORM_LOG_BYTES} bytes of Lambda's own lines per invocation.",
+        f"{platform_bytes:g} bytes of Lambda's own lines per invocation ({priced_env}'s system log level; "
+        f"{LAMBDA_PLATFORM_LOG_BYTES} as text, {LAMBDA_PLATFORM_LOG_BYTES_JSON} as JSON at INFO).",
         "KMS requests: as counted (a run's outlet token is an HMAC under a key each function derives once); SQS's "
         "and S3's data keys are cached by the services and not counted.",
         "Not priced here: Spark job compute on EMR Serverless (per job, not per event), the HTTP API.",
@@ -1165,7 +1196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         results_dir=args.results_dir,
         quick=args.quick,
-        parameters={"runs": runs, "messages": counts, "envs": sorted(templates), "region": REGION},
+        parameters={
+            "runs": runs,
+            "messages": counts,
+            "envs": sorted(templates),
+            "priced_env": priced_env,
+            "platform_log_bytes": platform_bytes,
+            "region": REGION,
+        },
         notes=notes,
         started=started,
     )

@@ -156,6 +156,7 @@ class AssetflowService(Construct):
             },
             log_retention=self.config.log_retention,
             removal_policy=self.config.removal_policy,
+            system_log_level=self.config.system_log_level,
         )
 
     def _functions(self, defaults: FunctionDefaults) -> None:

@@ -17,6 +17,10 @@ _S3_LOCATION = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/([^*?]*))?
 #: The listener event types an environment may subscribe to.
 LISTENER_EVENT_TYPES = ("AssetCreated", "AssetAliasCreated", "AssetChanged", "AssetEventEmitted", "AssetLate")
 
+#: Lambda's own log levels (its advanced logging controls, with the JSON log format).
+SystemLogLevelName = Literal["DEBUG", "INFO", "WARN"]
+SYSTEM_LOG_LEVELS: tuple[SystemLogLevelName, ...] = ("DEBUG", "INFO", "WARN")
+
 KafkaAuthentication = Literal[
     "SASL_SCRAM_512_AUTH", "SASL_SCRAM_256_AUTH", "BASIC_AUTH", "CLIENT_CERTIFICATE_TLS_AUTH"
 ]
@@ -145,6 +149,11 @@ class EnvironmentConfig:
     region: str | None = None
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    #: What Lambda itself logs per invocation (its START, END and REPORT lines are INFO): "WARN" keeps only
+    #: its warnings and errors (timeouts, crashes), "INFO" every invocation's lines, about 350 bytes each,
+    #: some $0.35 a million messages in CloudWatch Logs (benchmarks/cost.py). Duration and errors stay in
+    #: Lambda's metrics either way; the functions' own logs are unaffected (INFO).
+    system_log_level: SystemLogLevelName = "WARN"
     powertools_layer_version: int = 37
     # Ingest (SQS and Kafka watchers)
     ingest_timeout: Duration = field(default_factory=lambda: Duration.seconds(30))
@@ -191,6 +200,11 @@ class EnvironmentConfig:
                     f"{self.name}: data location {location!r} must be s3://bucket/ or s3://bucket/prefix/ "
                     "(no wildcards)"
                 )
+        if self.system_log_level not in SYSTEM_LOG_LEVELS:
+            raise ConfigError(
+                f"{self.name}: system_log_level must be one of {', '.join(SYSTEM_LOG_LEVELS)}, "
+                f"not {self.system_log_level!r}"
+            )
         if self.max_receive_count < 1:
             raise ConfigError(f"{self.name}: max_receive_count must be at least 1")
         if self.failure_retention.to_days() > 14:
@@ -225,6 +239,7 @@ DEV = EnvironmentConfig(
     name="dev",
     removal_policy=RemovalPolicy.DESTROY,
     log_retention=logs.RetentionDays.ONE_WEEK,
+    system_log_level="INFO",
     max_receive_count=3,
     kafka=KafkaSettings(
         default_cluster=KafkaClusterConfig(

@@ -37,6 +37,8 @@ class FunctionDefaults:
     environment: Mapping[str, str] = field(default_factory=dict)
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    #: Lambda's own lines (START, END, REPORT are INFO); the functions' logs are JSON already (Powertools).
+    system_log_level: str = "WARN"
 
 
 class ServiceFunction(Construct):
@@ -80,6 +82,9 @@ class ServiceFunction(Construct):
             layers=list(defaults.layers),
             role=self.role,
             log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            system_log_level_v2=lambda_.SystemLogLevel[defaults.system_log_level],
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
             timeout=timeout,
             memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,

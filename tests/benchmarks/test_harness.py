@@ -221,6 +221,31 @@ def test_cost_per_million_scales_counts_to_a_million_events_and_prices_each_line
     assert priced["total_usd_per_million"] == pytest.approx(sum(lines.values()))
 
 
+def test_lambdas_own_lines_are_priced_by_the_templates_system_log_level() -> None:
+    def function(logging: dict[str, str]) -> dict[str, object]:
+        props = {"Handler": "assetflow.functions.x.lambda_handler", "LoggingConfig": logging}
+        return {"Type": "AWS::Lambda::Function", "Properties": props}
+
+    def template(*functions: dict[str, object]) -> dict[str, object]:
+        return {"Resources": {f"F{n}": f for n, f in enumerate(functions)}}
+
+    quiet = function({"LogFormat": "JSON", "SystemLogLevel": "WARN"})
+    assert cost.platform_log_bytes(template(quiet, quiet)) == 0
+    chatty = function({"LogFormat": "JSON", "SystemLogLevel": "INFO"})
+    assert cost.platform_log_bytes(template(quiet, chatty)) == cost.LAMBDA_PLATFORM_LOG_BYTES_JSON
+    assert cost.platform_log_bytes(template(function({}))) == cost.LAMBDA_PLATFORM_LOG_BYTES
+    counts = {"lambda_invocations": 10, "log_bytes": 0}
+    lines = {
+        bytes_: {
+            line["item"]: line
+            for line in cost.cost_per_million(counts, 1, platform_log_bytes=bytes_)["lines"]
+        }
+        for bytes_ in (0, 350)
+    }
+    assert lines[0]["CloudWatch Logs"]["usd_per_million"] == 0
+    assert lines[350]["CloudWatch Logs"]["quantity_per_million"] == pytest.approx(10e6 * 350 / 1024**3)
+
+
 def test_cost_per_million_refuses_unknown_counts_and_no_events() -> None:
     with pytest.raises(ValueError, match="unknown count keys"):
         cost.cost_per_million({"lambda_invocation": 1}, 1)

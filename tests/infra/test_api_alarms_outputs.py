@@ -193,6 +193,12 @@ def test_functions_run_python_312_with_the_pinned_powertools_layer(env: Synthesi
             continue
         assert props["Runtime"] == "python3.12", logical_id
         assert props["TracingConfig"] == {"Mode": "Active"}
+        # JSON logs, and Lambda's own START/END/REPORT lines only at the environment's system log level.
+        assert {k: v for k, v in props["LoggingConfig"].items() if k != "LogGroup"} == {
+            "LogFormat": "JSON",
+            "SystemLogLevel": env.config.system_log_level,
+            "ApplicationLogLevel": "INFO",
+        }, logical_id
         (layer,) = props["Layers"]
         assert (
             f":layer:AWSLambdaPowertoolsPythonV3-python312-x86_64:{env.config.powertools_layer_version}"

@@ -42,6 +42,12 @@ def test_data_locations_must_be_plain_s3_prefixes() -> None:
     assert split_location("s3://bucket/") == ("bucket", "")
 
 
+def test_lambdas_own_log_level_is_one_lambda_knows_and_warn_by_default() -> None:
+    assert EnvironmentConfig(name="x").system_log_level == "WARN"
+    with pytest.raises(ConfigError, match="system_log_level must be one of DEBUG, INFO, WARN"):
+        EnvironmentConfig(name="x", system_log_level="ERROR")  # type: ignore[arg-type]
+
+
 def test_a_self_managed_cluster_needs_a_secret() -> None:
     with pytest.raises(ConfigError, match="secret_arn"):
         KafkaClusterConfig(bootstrap_servers=("b-1:9092",))

@@ -346,7 +346,7 @@ class RunStore(Protocol):
         ...
 
     def mark_submitted(self, run_id: str, job_run_id: str) -> None:
-        """Record the job run id; harmless when repeated.
+        """Record the job run id, and start a queued run (it is running from its submission); harmless again.
 
         Raises:
             AlreadySubmittedError: the run has another job run id.
@@ -356,6 +356,8 @@ class RunStore(Protocol):
 
     def mark_submitted_many(self, submitted: Mapping[str, str]) -> dict[str, AssetflowError]:
         """Record many runs' job run ids (``run id -> job run id``) at once; returns the runs that failed.
+
+        Each as ``mark_submitted`` records one (a queued run starts).
 
         A failure is an ``AlreadySubmittedError`` (the run has another job run id) or a ``ConflictError``
         (a lost race: retry that run alone).

@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from assetflow.adapters.emr import RUN_MOVING_STATES
 from benchmarks._common import (
     ROOT,
     CountingSink,
@@ -633,8 +634,10 @@ STREAM_BATCH = 100
 SQS_BATCH = 10
 #: The states EventBridge reports for an EMR Serverless job run that succeeds (SUBMITTED, PENDING, SCHEDULED,
 #: RUNNING, SUCCESS) that the stack's rule delivers to the run-state function: those that move a run
-#: (``assetflow.cdk.runs.RUN_MOVING_STATES``).
-JOB_STATES = ("RUNNING", "SUCCESS")
+#: (``assetflow.adapters.emr.RUN_MOVING_STATES``: a run is running from its submission).
+JOB_STATES = tuple(
+    s for s in ("SUBMITTED", "PENDING", "SCHEDULED", "RUNNING", "SUCCESS") if s in RUN_MOVING_STATES
+)
 #: The listener events the stack's example environments subscribe to (``EnvironmentConfig.listener_events``):
 #: the run-state function's alias events and the evaluator's asset-created ones; none per event.
 LISTENER_EVENTS = frozenset({"AssetCreated", "AssetAliasCreated"})

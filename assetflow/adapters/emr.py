@@ -46,9 +46,10 @@ logger = logging.getLogger(__name__)
 #: The EventBridge event EMR Serverless sends when a job run changes state (its source and detail type).
 JOB_STATE_SOURCE = "aws.emr-serverless"
 JOB_STATE_DETAIL_TYPE = "EMR Serverless Job Run State Change"
-#: The job states that move a run, which the stack's rule sends to the run-state function (a run is created
-#: queued, so SUBMITTED, PENDING and SCHEDULED would change nothing).
-RUN_MOVING_STATES = ("RUNNING", "SUCCESS", "FAILED", "CANCELLED")
+#: The job states that move a run, which the stack's rule sends to the run-state function: its ends. A run is
+#: created queued and is running from its submission (the write that records its job run id), so SUBMITTED,
+#: PENDING, SCHEDULED and RUNNING would change nothing (an invocation a run, and a write unit for RUNNING).
+RUN_MOVING_STATES = ("SUCCESS", "FAILED", "CANCELLED")
 #: Tag keys on every job run, so a job run leads back to its run (also without the store).
 RUN_ID_TAG = "assetflow:run-id"
 PIPELINE_TAG = "assetflow:pipeline"

@@ -267,7 +267,7 @@ def test_runs_carry_their_triggering_events_and_produced_events(deps: Dependenci
         "triggering_asset_events",
     } <= set(etl)
     assert etl["pipeline"] == "deliveries_etl"
-    assert etl["state"] == "queued"
+    assert etl["state"] == "running"  # from its submission
     assert etl["job_run_id"] == f"job-{etl['run_id'][-12:]}"
     assert etl["triggering_asset_events"] == {LANDING: [landing]}
 

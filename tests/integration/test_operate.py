@@ -324,7 +324,7 @@ def test_a_run_of_one_event_cancelled_with_requeue_is_made_again_under_a_new_id_
     world.evaluator.handle_event(event)
     assert len(world.runs("one")) == 2
     world.ops.cancel(again.run_id, requeue=True, principal="ops")
-    assert {r.state for r in world.runs("one")} == {RunState.CANCELLED, RunState.QUEUED}
+    assert {r.state for r in world.runs("one")} == {RunState.CANCELLED, RunState.RUNNING}  # submitted
     assert len(world.runs("one")) == 3
     assert views.list_queue(store, world.catalog, "one")["items"] == []
 
@@ -364,7 +364,7 @@ def test_cancel_refuses_finished_unknown_and_ended_job_runs_changing_nothing(sto
     world.launcher.ended.add(run.job_run_id or "")
     with pytest.raises(RunStateError, match="has already ended"):
         world.ops.cancel(run.run_id)
-    assert store.get_run(run.run_id).state is RunState.QUEUED
+    assert store.get_run(run.run_id).state is RunState.RUNNING  # as its submission left it
     world.end(run)
     with pytest.raises(RunStateError, match="already success"):
         world.ops.cancel(run.run_id)
@@ -396,7 +396,7 @@ def test_replay_makes_a_new_run_with_the_same_events_and_conf(store: DynamoDbSto
     world.emit(A, 1)
     world.emit(B, 2)
     (original,) = world.runs("both")
-    with pytest.raises(RunStateError, match="still queued"):
+    with pytest.raises(RunStateError, match="still running"):
         world.ops.replay(original.run_id, principal="ops", request_id="r0")
     world.end(original, "FAILED")
     replay = world.ops.replay(original.run_id, principal="ops", request_id="r1").run

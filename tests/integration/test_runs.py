@@ -239,7 +239,7 @@ def test_a_repeated_submit_returns_the_same_job_run_and_moto_ignores_the_client_
     with pytest.raises(ConflictError):
         world.store.mark_submitted(run.run_id, stray)
     stray_state = world.state(stray, "SUCCESS")
-    assert stray_state.ignored and world.store.get_run(run.run_id).state is RunState.QUEUED
+    assert stray_state.ignored and world.store.get_run(run.run_id).state is RunState.RUNNING
 
 
 def test_a_throttled_start_job_run_leaves_the_run_queued_and_a_later_retry_submits_it(world: World) -> None:
@@ -349,8 +349,13 @@ def test_a_run_made_before_pending_items_is_still_found_and_moves_to_the_active_
         "update_item",
         TableName=world.store.table,
         Key=key,
-        UpdateExpression="SET gsi3pk = :u, gsi3sk = :c REMOVE job_run_id",
-        ExpressionAttributeValues={":u": {"S": f"UNSUBMITTED#{ETL.id}"}, ":c": {"S": created}},
+        UpdateExpression="SET gsi3pk = :u, gsi3sk = :c, #s = :q REMOVE job_run_id",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={
+            ":u": {"S": f"UNSUBMITTED#{ETL.id}"},
+            ":c": {"S": created},
+            ":q": {"S": "queued"},
+        },
     )
 
     (waiting,) = world.store.unsubmitted_runs(ETL.id)
@@ -360,6 +365,34 @@ def test_a_run_made_before_pending_items_is_still_found_and_moves_to_the_active_
     item = world.store._get(f"RUN#{run['run_id']}", "#RUN")
     assert item["gsi3pk"].startswith("ACTIVE#") and item["gsi3sk"] == created
     assert world.store.unsubmitted_runs(ETL.id) == []
+
+
+def test_a_run_is_running_from_its_submission_and_a_run_ended_first_keeps_its_end(world: World) -> None:
+    # Given a run whose submission was throttled, then cancelled while it waited
+    stub = Stubber(world.emr)
+    stub.add_client_error("start_job_run", service_error_code="ThrottlingException", http_status_code=400)
+    with stub, pytest.raises(SubmissionError):
+        world.evaluator.handle_event(world.event(RAW, 1))
+    (waiting,) = world.runs(ETL.id)
+    assert waiting["state"] == "queued"
+    world.store.set_run_state(waiting["run_id"], RunState.CANCELLED, now=world.clock())
+
+    # When a late record of a job run id comes for it
+    world.store.mark_submitted(waiting["run_id"], "job-late")
+
+    # Then it is recorded, and the run stays cancelled
+    late = world.store.get_run(waiting["run_id"])
+    assert late.state is RunState.CANCELLED and late.job_run_id == "job-late"
+
+    # Given a run the evaluator submitted
+    world.evaluator.handle_event(world.event(RAW, 2))
+    (run,) = [r for r in world.runs(ETL.id) if r["run_id"] != waiting["run_id"]]
+
+    # Then recording its job run id started it: the job's own RUNNING (which the stack's rule no longer
+    # forwards) moves nothing
+    assert run["state"] == "running" and run["job_run_id"]
+    running = world.state(run["job_run_id"], "RUNNING")
+    assert running.state is RunState.RUNNING and not running.moved
 
 
 # ---- state changes -------------------------------------------------------------------------------------
@@ -482,7 +515,7 @@ def test_a_run_held_by_max_active_runs_starts_when_the_previous_one_ends(world: 
     assert change.released is not None and len(change.released.runs) == 1
     first_run, second_run = world.runs(ETL.id)
     assert first_run["run_id"] == first["run_id"] and first_run["state"] == "failed"
-    assert second_run["state"] == "queued" and second_run["job_run_id"]
+    assert second_run["state"] == "running" and second_run["job_run_id"]  # submitted
     triggered = world.store.get_run(second_run["run_id"]).triggering_asset_events
     assert [e.id for e in triggered[RAW.uri]] == ["e002"]
     assert world.store.active_runs(ETL.id) == 1

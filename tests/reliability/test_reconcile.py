@@ -120,7 +120,7 @@ def test_a_run_whose_success_was_lost_is_finished_with_its_outlets(world: World)
     # run-state function gave up after its retries
     world.deps.evaluator.handle_event(world.event(1))
     (run,) = world.runs(ETL.id)
-    assert run["state"] == "queued" and run["job_run_id"]
+    assert run["state"] == "running" and run["job_run_id"]  # from its submission
     assert isinstance(world.deps.launcher, EmrServerlessLauncher)
 
     # When the sweep runs, twice
@@ -165,7 +165,7 @@ def test_a_refused_submission_fails_its_run_with_the_reason_and_frees_the_slot(w
     failure = views.show_run(world.store, alert["run_id"])["triggering_asset_events"][CLEAN.uri][0]
     assert failure["source"]["type"] == "failure" and failure["source"]["run_id"] == refused["run_id"]
     runs = world.runs(ETL.id)
-    assert [r["state"] for r in runs] == ["failed", "queued"] and runs[1]["job_run_id"]
+    assert [r["state"] for r in runs] == ["failed", "running"] and runs[1]["job_run_id"]
     assert world.store.active_runs(ETL.id) == 1
     assert world.plan.injected == {"ValidationException": 4}
 
@@ -186,13 +186,23 @@ def test_a_queue_left_satisfied_with_a_free_slot_gets_its_run(world: World) -> N
 
     # Then the held event has its run
     assert report["released"] == 1
-    assert [r["state"] for r in world.runs(ETL.id)] == ["failed", "queued"]
+    assert [r["state"] for r in world.runs(ETL.id)] == ["failed", "running"]
     assert world.store.list_queue(ETL.id) == []
 
 
 def test_a_lost_running_is_recorded_and_an_unknown_job_run_reported(world: World) -> None:
     world.deps.evaluator.handle_event(world.event(1))
     (run,) = world.runs(ETL.id)
+    # A submitted run still queued, as runs were kept before their submission started them (their job's
+    # RUNNING did), whose RUNNING was lost
+    world.store._call(
+        "update_item",
+        TableName=world.store.table,
+        Key={"pk": {"S": f"RUN#{run['run_id']}"}, "sk": {"S": "#RUN"}},
+        UpdateExpression="SET #s = :q",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":q": {"S": "queued"}},
+    )
     states = {run["job_run_id"]: JobRunStatus("RUNNING")}
 
     class JobRuns:

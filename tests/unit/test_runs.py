@@ -97,7 +97,9 @@ class FakeStore:
     calls: list[tuple[str, str]] = field(default_factory=list)
 
     def mark_submitted(self, run_id: str, job_run_id: str) -> None:
-        self.runs[run_id] = replace(self.runs[run_id], job_run_id=job_run_id)
+        run = self.runs[run_id]
+        state = RunState.RUNNING if run.state is RunState.QUEUED else run.state  # running from its submission
+        self.runs[run_id] = replace(run, job_run_id=job_run_id, state=state)
         self.jobs[job_run_id] = run_id
 
     def set_run_state(
@@ -266,8 +268,9 @@ def test_an_early_running_state_is_recorded_through_the_jobs_tags() -> None:
     running = states.handle_state_change("job2", "RUNNING", APP)
     final = states.handle_state_change("job2", "SUCCESS", APP)
 
-    assert running.state is RunState.RUNNING and running.moved
-    assert final.state is RunState.SUCCESS
+    # (recording the job run id found by the tags starts the run: it is running from its submission)
+    assert running.state is RunState.RUNNING and running.run_id == run.run_id
+    assert final.state is RunState.SUCCESS and final.moved
     assert store.jobs == {"job2": run.run_id}
 
 

@@ -261,13 +261,13 @@ BRANCH_SINGLE = replace(
     SINGLE,
     keys=BRANCH_SINGLE_KEYS,
     evaluator_eventbridge_calls=0.0,  # listener events only for the types an environment subscribes to
-    run_state_invocations=2.0,  # the rule delivers the states that move a run: RUNNING, SUCCESS
+    run_state_invocations=1.0,  # the rule delivers a job's end only (a run is running from its submission)
 )
 BRANCH_AND = replace(
     AND,
     keys=replace(BRANCH_SINGLE_KEYS, queue_write=4.0, queue_read=1.25),
     evaluator_eventbridge_calls=0.0,
-    run_state_invocations=2.0,
+    run_state_invocations=1.0,
 )
 BRANCH_SHAPES: dict[str, Shape] = {BRANCH_SINGLE.name: BRANCH_SINGLE, BRANCH_AND.name: BRANCH_AND}
 #: Per event and per run (with its outlet event), solved from this branch's cost benchmark
@@ -276,9 +276,9 @@ BRANCH_COSTS = UnitCosts(
     event_write_units=5.92,
     event_read_units=1.14,
     event_requests=0.51,
-    run_write_units=7.98,
+    run_write_units=6.98,
     run_read_units=1.11,
-    run_requests=5.12,
+    run_requests=4.12,
 )
 
 

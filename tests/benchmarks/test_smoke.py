@@ -110,8 +110,8 @@ def test_cost(tmp_path: Path) -> None:
         assert scenario["storage"]["kept_gb_per_million"] > 0
     # Every run starts a job and delivers its five states to the run-state function.
     assert single["operations_per_message"]["emr-serverless"]["StartJobRun"] == 1.0
-    # The states the stack's rule delivers (RUNNING, SUCCESS: those that move a run), one invocation each
-    assert single["functions_per_message"]["assetflow.functions.handle_job_state"]["invocations"] == 2.0
+    # The states the stack's rule delivers (a job's end: SUCCESS here; a run is running from its submission)
+    assert single["functions_per_message"]["assetflow.functions.handle_job_state"]["invocations"] == 1.0
     (idle,) = results["idle_per_day"].values()
     items = {line["item"]: line for line in idle["lines"]}
     assert items["KMS keys"]["count"] >= 1 and items["CloudWatch alarms"]["count"] >= 1

@@ -240,8 +240,15 @@ class EventStore(Protocol):
         """An asset's events, newest first by default."""
         ...
 
-    def events_produced_by(self, run_id: str) -> list[dict[str, Any]]:
-        """The events a run's outlets produced, oldest first."""
+    def events_produced_by(
+        self, run_id: str, *, outlets: Collection[str] = (), ended_at: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        """The events a run's outlets produced, oldest first.
+
+        ``outlets`` (the run's pipeline's declared asset outlets) and ``ended_at`` (the run's recorded end)
+        find its declared outlets' events, which carry no index entry of their own; without them only the
+        alias additions (and events of runs whose end was not recorded) are found.
+        """
         ...
 
     def add_alias_resolution(self, alias: str, uri: str, *, now: datetime) -> bool:

@@ -526,7 +526,14 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     from assetflow.usecases import views
 
     with _view_errors(args):
-        run = views.show_run(_store(args), args.run_id)
+        catalog = _optional_catalog(args)
+        if catalog is None:
+            print(
+                "note: no definitions here (give --pipelines PATH): the events of the run's declared outlets "
+                "are found through them and are not shown",
+                file=sys.stderr,
+            )
+        run = views.show_run(_store(args), args.run_id, catalog)
     if args.json:
         _print_json(run)
         return EXIT_OK

@@ -372,7 +372,7 @@ def print_views(runtime: LocalRuntime, snapshot: Snapshot, out: TextIO) -> None:
         )
     print("\nRuns (oldest first)", file=out)
     for run in sorted(snapshot.runs, key=lambda r: (r["created_at"], r["run_id"])):
-        shown = views.show_run(store, run["run_id"])
+        shown = views.show_run(store, run["run_id"], runtime.catalog)
         triggers = ", ".join(
             f"{uri} ({len(events)})" for uri, events in sorted(shown["triggering_asset_events"].items())
         )

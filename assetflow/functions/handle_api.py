@@ -233,7 +233,7 @@ def get_runs(params: Params) -> dict[str, Any]:
 @route("getRun")
 def get_run(params: Params, run_id: str) -> dict[str, Any]:
     """One run with its triggering events and the events it produced."""
-    return views.show_run(_deps().store, run_id)
+    return views.show_run(_deps().store, run_id, _deps().catalog)
 
 
 @route("listQuarantine")

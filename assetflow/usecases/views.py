@@ -371,18 +371,23 @@ def list_runs(
     return Page(runs, page.next).to_json()
 
 
-def show_run(store: Store, run_id: str) -> dict[str, Any]:
+def show_run(store: Store, run_id: str, catalog: Catalog | None = None) -> dict[str, Any]:
     """A run with its ``triggering_asset_events`` and the ``produced_asset_events`` of its outlets.
 
     ``produced_asset_events`` maps each asset URI to the events the run produced, in (timestamp, id)
-    order (empty until the run succeeds): lineage both ways (DESIGN §3.9).
+    order (empty until the run succeeds): lineage both ways (DESIGN §3.9). The events of its pipeline's
+    declared outlets are found from the run's end in ``catalog`` (without it, or once the pipeline is gone
+    from it, only its alias additions are).
 
     Raises:
         NotFoundError: no such run.
     """
-    doc = store.get_run(run_id).to_json()
+    run = store.get_run(run_id)
+    doc = run.to_json()
     produced: dict[str, list[dict[str, Any]]] = {}
-    for event in store.events_produced_by(run_id):
+    pipeline = catalog.pipelines.get(run.pipeline) if catalog is not None else None
+    outlets = [o.uri for o in pipeline.outlets if isinstance(o, Asset)] if pipeline is not None else []
+    for event in store.events_produced_by(run_id, outlets=outlets, ended_at=run.ended_at):
         produced.setdefault(event["asset"], []).append(event)
     doc["produced_asset_events"] = {
         uri: sorted(events, key=lambda e: (e["timestamp"], e["id"]))

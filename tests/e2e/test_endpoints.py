@@ -29,6 +29,8 @@ import pytest
 
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.adapters.stack_outputs import read_stack_outputs
+from assetflow.loader import load_catalog
+from assetflow.usecases import views
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -184,8 +186,8 @@ def test_the_run_succeeds_and_its_outlet_becomes_an_event(target: Target) -> Non
         return [r for r in _runs_for(target, event["id"]) if r["state"] == "success"]
 
     (run,) = _eventually(succeeded, what="the run's success")
-    produced = target.store.events_produced_by(run["run_id"])
-    assert [e["asset"] for e in produced] == [CURATED]
+    produced = views.show_run(target.store, run["run_id"], load_catalog(str(ROOT / "pipelines")))
+    assert [(uri, len(events)) for uri, events in produced["produced_asset_events"].items()] == [(CURATED, 1)]
 
 
 def test_kafka_records_become_asset_events(target: Target) -> None:

@@ -8,7 +8,7 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 
 from assetflow.adapters.dynamodb import DynamoDbStore
 from assetflow.composition import Dependencies, Settings
-from assetflow.core.events import AssetEvent, Run
+from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline
 from assetflow.functions import handle_api
 from assetflow.loader import load_catalog
@@ -280,11 +280,14 @@ def test_runs_carry_their_triggering_events_and_produced_events(deps: Dependenci
     # The run consumed the queue.
     assert request(deps, "GET", "/pipelines/ops_dashboard/queue")[2]["items"] == []
 
-    # When the run's outlet event is recorded (the run-state function does this on success)
+    # When the run ends and its outlet event is recorded (the run-state function does this on success,
+    # the event timestamped from the run's recorded end)
+    ended, _ = deps.store.set_run_state(dashboard["run_id"], RunState.SUCCESS, now=datetime.now(UTC))
+    assert ended.ended_at is not None
     outlet = AssetEvent(
         asset="s3://assetflow-demo/reports/ops_dashboard",
         id="evt-outlet-1",
-        timestamp=datetime.now(UTC) + timedelta(seconds=1),
+        timestamp=ended.ended_at,
         extra={"rows": 3},
         source={"type": "run", "pipeline": "ops_dashboard", "run_id": dashboard["run_id"]},
     )

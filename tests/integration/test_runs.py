@@ -25,6 +25,7 @@ from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.functions import handle_job_state, handle_schedule_tick
 from assetflow.ports import SubmissionError
+from assetflow.usecases import views
 from assetflow.usecases.evaluate import Evaluator
 from assetflow.usecases.job_state import RunStates
 from assetflow_dev import LOCAL_ACCOUNT_ID, LOCAL_CLIENT_KWARGS, LOCAL_REGION
@@ -96,6 +97,19 @@ class World:
 
     def state(self, job_run_id: str, emr_state: str) -> Any:
         return self.states.handle_state_change(job_run_id, emr_state, self.application_id)
+
+    def produced(self, run_id: str, catalog: Catalog | None = None) -> list[dict[str, Any]]:
+        """A run's outlet events as its view finds them (its pipeline's declared outlets from the catalog)."""
+        return _produced(self.store, run_id, catalog or self.evaluator.catalog)
+
+
+def _event_sk(event: dict[str, Any]) -> str:
+    return f"EVENT#{event['timestamp']}#{event['id']}"
+
+
+def _produced(store: DynamoDbStore, run_id: str, catalog: Catalog) -> list[dict[str, Any]]:
+    shown = views.show_run(store, run_id, catalog)["produced_asset_events"]
+    return sorted((e for events in shown.values() for e in events), key=lambda e: (e["timestamp"], e["id"]))
 
 
 @pytest.fixture
@@ -282,11 +296,16 @@ def test_a_submitted_run_is_listed_as_active_and_nothing_stays_pending(world: Wo
     assert [r.run_id for r in world.store.submitted_active_runs()] == [run["run_id"]]
 
 
-def test_a_run_left_unsubmitted_stays_pending_until_a_sweep_submits_it(world: World) -> None:
+def _throttled(world: World, n: int) -> None:
+    """An event whose run's StartJobRun is throttled: the run is made and left waiting for submission."""
     stub = Stubber(world.emr)
     stub.add_client_error("start_job_run", service_error_code="ThrottlingException", http_status_code=400)
     with stub, pytest.raises(SubmissionError):
-        world.evaluator.handle_event(world.event(RAW, 1))
+        world.evaluator.handle_event(world.event(RAW, n))
+
+
+def test_a_run_left_unsubmitted_stays_pending_until_a_sweep_submits_it(world: World) -> None:
+    _throttled(world, 1)
 
     (run,) = world.runs(ETL.id)
     assert "gsi3pk" not in world.store._get(f"RUN#{run['run_id']}", "#RUN")
@@ -369,10 +388,7 @@ def test_a_run_made_before_pending_items_is_still_found_and_moves_to_the_active_
 
 def test_a_run_is_running_from_its_submission_and_a_run_ended_first_keeps_its_end(world: World) -> None:
     # Given a run whose submission was throttled, then cancelled while it waited
-    stub = Stubber(world.emr)
-    stub.add_client_error("start_job_run", service_error_code="ThrottlingException", http_status_code=400)
-    with stub, pytest.raises(SubmissionError):
-        world.evaluator.handle_event(world.event(RAW, 1))
+    _throttled(world, 1)
     (waiting,) = world.runs(ETL.id)
     assert waiting["state"] == "queued"
     world.store.set_run_state(waiting["run_id"], RunState.CANCELLED, now=world.clock())
@@ -408,7 +424,7 @@ def test_a_failed_job_updates_no_outlet(world: World) -> None:
     change = world.state(run["job_run_id"], "FAILED")
 
     assert change.moved and change.state is RunState.FAILED and change.emitted == []
-    assert world.store.events_produced_by(run["run_id"]) == []
+    assert world.produced(run["run_id"]) == []
     assert world.store.list_events(CLEAN.uri).items == []
     assert world.store.aliases_of("s3://lake/regions/eu") == []
     assert world.store.active_runs(ETL.id) == 0
@@ -427,7 +443,7 @@ def test_a_successful_job_emits_its_outlets_with_the_jobs_extras_and_alias_resol
     change = world.state(run["job_run_id"], "SUCCESS")
 
     assert change.moved and change.refused == []
-    produced = world.store.events_produced_by(run["run_id"])
+    produced = world.produced(run["run_id"])
     assert sorted((e["asset"], json.dumps(e["extra"])) for e in produced) == [
         (CLEAN.uri, '{"rows": 42}'),
         ("s3://lake/regions/eu", '{"region": "eu"}'),
@@ -438,6 +454,17 @@ def test_a_successful_job_emits_its_outlets_with_the_jobs_extras_and_alias_resol
         json.dumps(source, sort_keys=True),
         json.dumps({**source, "aliases": [BY_REGION.name]}, sort_keys=True),
     }
+    # Only the alias additions carry the run's index entry: the declared outlet's event is found from the
+    # run's end (a write unit less a run), and the view without the catalog finds only the indexed ones.
+    indexed = {
+        e["asset"]: "gsi1pk" in (world.store._get(f"ASSET#{e['asset']}", _event_sk(e)) or {})
+        for e in produced
+    }
+    assert indexed == {CLEAN.uri: False, "s3://lake/regions/eu": True, "s3://lake/regions/us": True}
+    assert sorted(e["asset"] for e in world.store.events_produced_by(run["run_id"])) == [
+        "s3://lake/regions/eu",
+        "s3://lake/regions/us",
+    ]
     assert world.store.aliases_of("s3://lake/regions/eu") == [BY_REGION.name]
     assert sorted(world.store.alias_assets(BY_REGION.name)) == [
         "s3://lake/regions/eu",
@@ -457,14 +484,14 @@ def test_a_duplicate_success_and_a_late_running_change_nothing(world: World) -> 
     (run,) = world.runs(ETL.id)
     _succeed_as_the_job_helper_would(world, run["run_id"], {"rows": 1}, [("s3://lake/regions/eu", {})])
     world.state(run["job_run_id"], "SUCCESS")
-    before = world.store.events_produced_by(run["run_id"])
+    before = world.produced(run["run_id"])
 
     duplicate = world.state(run["job_run_id"], "SUCCESS")
     late = world.state(run["job_run_id"], "RUNNING")
 
     assert not duplicate.moved and duplicate.emitted == []
     assert not late.moved and late.emitted == [] and late.released is None
-    assert world.store.events_produced_by(run["run_id"]) == before and len(before) == 2
+    assert world.produced(run["run_id"]) == before and len(before) == 2
     ended = world.store.get_run(run["run_id"])
     assert ended.state is RunState.SUCCESS
     assert world.store.active_runs(ETL.id) == 0
@@ -576,7 +603,7 @@ def test_the_handlers_wired_by_the_composition_tick_record_states_and_emit(
     assert len(answers[0]["emitted"]) == 1 and answers[1]["emitted"] == []
     assert other["status"] == "ignored"
     assert world.store.get_run(run_id).state is RunState.SUCCESS
-    (event,) = world.store.events_produced_by(run_id)
+    (event,) = world.produced(run_id, deps.catalog)
     assert event["asset"] == "s3://lake/reports/nightly" and event["extra"] == {}
 
 

@@ -53,6 +53,7 @@ from assetflow.functions import (
     handle_sqs_messages,
 )
 from assetflow.ports import Written
+from assetflow.usecases import views
 from assetflow_dev import (
     LOCAL_ACCOUNT_ID,
     LOCAL_KAFKA_CONSUMER_TIMEOUTS,
@@ -461,11 +462,13 @@ def assert_recovered(
     if history_complete:
         assert replay(runtime.catalog, runtime.applied) == []
 
+    catalog = Catalog.from_document(runtime.catalog)
     states = collections.Counter(r.state for r in check.runs)
     assert states[RunState.FAILED] == failed_runs
     assert states[RunState.SUCCESS] == len(check.runs) - failed_runs, f"runs not ended: {states}"
     for run in check.runs:
-        produced = sorted(e["asset"] for e in store.events_produced_by(run.run_id))
+        shown = views.show_run(store, run.run_id, catalog)["produced_asset_events"]
+        produced = sorted(uri for uri, events in shown.items() for _ in events)
         declared = [CLEAN.uri] if run.pipeline == "etl" and run.state is RunState.SUCCESS else []
         assert produced == declared, f"{run.pipeline} run {run.run_id} ({run.state}) produced {produced}"
         assert run.job_run_id, f"run {run.run_id} was never submitted"

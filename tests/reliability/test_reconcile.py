@@ -130,7 +130,8 @@ def test_a_run_whose_success_was_lost_is_finished_with_its_outlets(world: World)
     assert (first["finished"], first["repaired"], first["errors"]) == (1, 1, [])
     assert first["runs"]["finished"] == [run["run_id"]]
     assert world.store.get_run(run["run_id"]).state is RunState.SUCCESS
-    assert [e["asset"] for e in world.store.events_produced_by(run["run_id"])] == [CLEAN.uri]
+    produced = views.show_run(world.store, run["run_id"], world.deps.catalog)["produced_asset_events"]
+    assert list(produced) == [CLEAN.uri] and len(produced[CLEAN.uri]) == 1
     assert (second["repaired"], second["checked"]) == (0, 0)
 
 

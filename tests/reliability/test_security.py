@@ -49,6 +49,7 @@ from assetflow.functions import (
     handle_kafka_records,
     handle_sqs_messages,
 )
+from assetflow.usecases import views
 from assetflow_dev import LOCAL_ACCOUNT_ID, LOCAL_REGION, DynamoDbLocal, MotoServer, client
 from assetflow_dev.api_server import LocalApiServer
 from assetflow_dev.cli import main as cli
@@ -511,8 +512,8 @@ def test_the_evaluator_and_the_job_state_handler_log_no_extras(world: World, log
         a["status"] == "recorded" and len(a["emitted"]) == 1 and len(a["refused"]) == 2 for a in answers
     )
     assert ignored["status"] == "ignored"
-    produced = world.store.events_produced_by(runs[0]["run_id"])
-    assert produced[0]["extra"] == payload()
+    produced = views.show_run(world.store, runs[0]["run_id"], world.deps.catalog)["produced_asset_events"]
+    assert next(iter(produced.values()))[0]["extra"] == payload()
     text = logs.assert_no_secrets(**world.credentials)
     assert all(r["run_id"] in text for r in runs)
     assert "outlet metadata refused" in text

@@ -100,7 +100,7 @@ class FakeStore:
             raise NotFoundError(f"no run {run_id!r}")
         return self.runs[run_id]
 
-    def events_produced_by(self, run_id: str) -> list[dict[str, Any]]:
+    def events_produced_by(self, run_id: str, **_: Any) -> list[dict[str, Any]]:
         return []
 
     def list_quarantine(self, *, limit: int = 100, token: str | None = None) -> Page:

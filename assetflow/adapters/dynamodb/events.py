@@ -6,8 +6,8 @@ import heapq
 import itertools
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from assetflow.adapters.dynamodb.keys import partition_key, sort_key
@@ -41,6 +41,10 @@ def dedupe_pk(dedupe_key: str) -> str:
     return partition_key("DEDUPE#", dedupe_key)
 
 
+#: How far after its run's end a run's outlet events are timestamped: a microsecond apart, in plan order.
+RUN_END_SPREAD = timedelta(milliseconds=10)
+
+
 class DynamoDbEventStore(DynamoDbTable):
     """Asset events under ``ASSET#<uri>`` sorted by (timestamp, id), assets' summaries, alias resolutions.
 
@@ -63,14 +67,21 @@ class DynamoDbEventStore(DynamoDbTable):
 
     # ---- writing events ----------------------------------------------------------------------------------
 
-    def _event_item(self, event: AssetEvent) -> dict[str, Any]:
+    def _event_item(self, event: AssetEvent, *, at_run_end: bool = False) -> dict[str, Any]:
+        """An event's item; a run's event gets a ``PRODUCED#<run id>`` index entry unless it is found without.
+
+        ``at_run_end``: the event is a run's outlet timestamped from the run's recorded end (``_put_own``). Such
+        an event of a declared asset outlet is found from that end (``events_produced_by``) and needs no index
+        entry (a write unit); an alias addition (its asset is not declared) keeps it.
+        """
         item = {
             **self.event_key(event),
             "event": str_attr(json.dumps(event.to_json(), sort_keys=True, separators=(",", ":"))),
             "event_id": str_attr(event.id),
         }
         run_id = event.source.get("run_id")
-        if event.source.get("type") == "run" and isinstance(run_id, str):
+        found_without = at_run_end and not event.source.get("aliases")
+        if event.source.get("type") == "run" and isinstance(run_id, str) and not found_without:
             item["gsi1pk"] = str_attr(f"PRODUCED#{run_id}")
             item["gsi1sk"] = str_attr(f"{format_timestamp(event.timestamp)}#{event.id}")
         return item
@@ -168,15 +179,17 @@ class DynamoDbEventStore(DynamoDbTable):
     def _put_own(self, event: AssetEvent) -> tuple[AssetEvent, bool]:
         """An event that is its own dedupe record (a run's outlet event): a conditional put, then the count.
 
-        Two requests and two write units (and the index entry of a run's event), where one transaction of
-        the two bills four: the asset's summary is a view. A crash between the two leaves the event stored
-        and uncounted (its retry finds it and counts nothing), the count never ahead of the events.
+        Its id follows from its run and its timestamp from the run's recorded end (``RunStates``), so a
+        declared outlet's event is found from there, without an index entry (``_event_item``). Two requests
+        and two write units, where one transaction of the two bills four: the asset's summary is a view. A
+        crash between the two leaves the event stored and uncounted (its retry finds it and counts nothing),
+        the count never ahead of the events.
         """
         try:
             self._call(
                 "put_item",
                 TableName=self.table,
-                Item=self._event_item(event),
+                Item=self._event_item(event, at_run_end=True),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ConflictError:
@@ -603,8 +616,16 @@ class DynamoDbEventStore(DynamoDbTable):
         merged = heapq.merge(*per_shard, key=lambda i: str(i["sk"]["S"]))
         return [AssetEvent.from_json(json.loads(i["event"]["S"])) for i in merged]
 
-    def events_produced_by(self, run_id: str) -> list[dict[str, Any]]:
-        """The events a run's outlets produced, oldest first."""
+    def events_produced_by(
+        self, run_id: str, *, outlets: Collection[str] = (), ended_at: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        """The events a run's outlets produced, in (timestamp, id) order.
+
+        Those indexed by the run (``_event_item``: alias additions, and events of a run whose end was not
+        recorded), and with ``outlets`` (its pipeline's declared asset outlets) and ``ended_at`` (the run's
+        recorded end) those of its declared outlets: a run's outlet events are timestamped a microsecond
+        apart from its end, so one range query of each outlet's partitions finds them.
+        """
         keys = list(
             self._query(
                 "gsi1",
@@ -612,7 +633,16 @@ class DynamoDbEventStore(DynamoDbTable):
                 ExpressionAttributeValues={":p": str_attr(f"PRODUCED#{run_id}")},
             )
         )
-        return [json.loads(i["event"]["S"]) for i in self._items_by_keys(keys)]
+        found = {
+            (d["asset"], d["id"]): d for d in (json.loads(i["event"]["S"]) for i in self._items_by_keys(keys))
+        }
+        if ended_at is not None:
+            until = ended_at + RUN_END_SPREAD
+            for uri in dict.fromkeys(outlets):
+                for event in self.events_between(uri, ended_at, until):
+                    if event.source.get("type") == "run" and event.source.get("run_id") == run_id:
+                        found.setdefault((event.asset, event.id), event.to_json())
+        return sorted(found.values(), key=lambda d: (d["timestamp"], d["id"]))
 
     # ---- aliases -----------------------------------------------------------------------------------------
 

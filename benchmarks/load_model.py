@@ -276,9 +276,9 @@ BRANCH_COSTS = UnitCosts(
     event_write_units=5.92,
     event_read_units=1.14,
     event_requests=0.51,
-    run_write_units=6.98,
+    run_write_units=5.97,
     run_read_units=1.11,
-    run_requests=4.12,
+    run_requests=4.11,
 )
 
 

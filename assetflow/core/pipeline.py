@@ -291,6 +291,11 @@ class Pipeline:
         return self.schedule.condition
 
     @property
+    def asset_outlets(self) -> tuple[str, ...]:
+        """The URIs of the declared asset outlets (not the aliases), in declaration order."""
+        return tuple(o.uri for o in self.outlets if isinstance(o, Asset))
+
+    @property
     def partitioned(self) -> bool:
         """Whether the pipeline's runs carry partition keys."""
         return self.schedule.partitioned

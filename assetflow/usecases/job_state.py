@@ -101,7 +101,7 @@ def plan_outlet_events(pipeline: Pipeline, metadata: Mapping[str, Any] | None) -
     the job added to declared alias outlets gets one event naming all those aliases (Airflow's rule).
     Entries naming undeclared assets or aliases, or invalid URIs or extras, are refused, not emitted.
     """
-    declared_assets = [o.uri for o in pipeline.outlets if isinstance(o, Asset)]
+    declared_assets = pipeline.asset_outlets
     declared_aliases = {o.name for o in pipeline.outlets if isinstance(o, AssetAlias)}
     extras: dict[str, Mapping[str, Any]] = {}
     checks: dict[str, tuple[Check, ...]] = {}
@@ -430,7 +430,7 @@ class RunStates:
         pipeline = self.catalog.pipelines.get(run.pipeline)
         if pipeline is None:
             return None
-        outlets = tuple(o.uri for o in pipeline.outlets if isinstance(o, Asset))
+        outlets = pipeline.asset_outlets
         if not any(self.catalog.failure_consumers(uri) for uri in outlets):
             return None  # nobody reacts to this run's failure: nothing to read or write
         events = failure_events(outlets, run, self.clock())

@@ -386,7 +386,7 @@ def show_run(store: Store, run_id: str, catalog: Catalog | None = None) -> dict[
     doc = run.to_json()
     produced: dict[str, list[dict[str, Any]]] = {}
     pipeline = catalog.pipelines.get(run.pipeline) if catalog is not None else None
-    outlets = [o.uri for o in pipeline.outlets if isinstance(o, Asset)] if pipeline is not None else []
+    outlets = pipeline.asset_outlets if pipeline is not None else ()
     for event in store.events_produced_by(run_id, outlets=outlets, ended_at=run.ended_at):
         produced.setdefault(event["asset"], []).append(event)
     doc["produced_asset_events"] = {

@@ -23,11 +23,6 @@ from assetflow.core.errors import AlreadySubmittedError, AssetflowError, Conflic
 from assetflow.core.events import Run, RunState, format_timestamp, previous_states
 from assetflow.ports import Page
 
-
-class _NotQueuedError(AssetflowError):
-    """A run's job run id update that would also start it found it no longer queued."""
-
-
 #: Submitted runs still queued or running are listed on gsi3 under ``ACTIVE#<shard>`` (a key only while
 #: they are), spread over this many partitions so that no index partition takes every submission's write.
 ACTIVE_SHARDS = 16
@@ -353,21 +348,17 @@ class DynamoDbRunStore(DynamoDbTable):
             if error is not None
         }
 
-    def _record_job_run_id(self, run_id: str, job_run_id: str) -> AssetflowError | None:
+    def _record_job_run_id(
+        self, run_id: str, job_run_id: str, *, start: bool = True
+    ) -> AssetflowError | None:
         """One run's job run id, by a conditional update; why it could not be recorded, if it could not.
 
         A run handed to the job service is running (as an Airflow dag run is once started: its job may still
-        wait for capacity), so the same write moves a queued run on: the job's own RUNNING state then changes
-        nothing, and the run-state rule does not forward it (a function invocation and a write unit a run). A
-        run no longer queued (cancelled, or its end recorded first) keeps its state: a second write records
-        the id alone.
+        wait for capacity), so with ``start`` the same write moves a queued run on: the job's own RUNNING
+        state then changes nothing, and the run-state rule does not forward it (a function invocation and a
+        write unit a run). A run no longer queued (cancelled, or its end recorded first) keeps its state: a
+        second write records the id alone.
         """
-        error = self._job_run_id_update(run_id, job_run_id, start=True)
-        if isinstance(error, _NotQueuedError):
-            error = self._job_run_id_update(run_id, job_run_id, start=False)
-        return error
-
-    def _job_run_id_update(self, run_id: str, job_run_id: str, *, start: bool) -> AssetflowError | None:
         # Now among the submitted active runs (gsi3), sorted by creation as in gsi1; a run made before pending
         # items moves there from UNSUBMITTED#<pipeline>.
         update = "SET job_run_id = :j, gsi3pk = :active, gsi3sk = gsi1sk"
@@ -403,9 +394,9 @@ class DynamoDbRunStore(DynamoDbTable):
                 return AlreadySubmittedError(
                     f"run {run_id} was already submitted as {old['job_run_id']['S']}"
                 )
-            return (
-                _NotQueuedError(run_id) if start else exc
-            )  # not queued: record the id alone; else a lost race
+            if start:  # no longer queued: it keeps its state, and the id is recorded alone
+                return self._record_job_run_id(run_id, job_run_id, start=False)
+            return exc  # a lost race: try again
         except AssetflowError as exc:
             return exc
         return None

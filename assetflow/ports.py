@@ -277,20 +277,20 @@ class QueueStore(Protocol):
 
     def read_queue_snapshots(
         self,
-        wanted: Sequence[tuple[str, str, Sequence[str]]],
+        wanted: Sequence[tuple[str, str, Sequence[AssetEvent]]],
         *,
         run_per_event: Collection[str] = (),
     ) -> dict[tuple[str, str], QueueSnapshot]:
         """Many queues' heads, active-run counters and seen events in one batched read.
 
-        ``wanted`` lists ``(pipeline, key, event ids)``; the answer is keyed by ``(pipeline, key)``.
+        ``wanted`` lists ``(pipeline, key, events)``; the answer is keyed by ``(pipeline, key)``.
         ``run_per_event`` names the pipelines whose runs may take an event alone (``takes_events_alone``): a
         store may let the run that takes an event alone (``event_run_id``) say that the queue saw it.
         """
         ...
 
-    def already_queued(self, pipeline: str, key: str, event_ids: Sequence[str]) -> set[str]:
-        """Which of these events this queue has seen before (queued or consumed)."""
+    def already_queued(self, pipeline: str, key: str, events: Sequence[AssetEvent]) -> set[str]:
+        """Which of these events (their ids) this queue has seen before (queued or consumed)."""
         ...
 
     def active_runs(self, pipeline: str) -> int:
@@ -510,7 +510,7 @@ class PipelineStore(Protocol):
         """
         ...
 
-    def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
+    def forget_seen(self, pipeline: str, key: str, events: Sequence[AssetEvent]) -> None:
         """Let a queue take these events again (a cancelled run's events, re-queued on request)."""
         ...
 

@@ -197,6 +197,7 @@ _KINDS = (
     ("sk", "EVENT#", "event"),
     ("sk", "COUNTED#", "counted"),
     ("sk", "SEEN#", "seen"),
+    ("sk", "SEENSET#", "seen"),
     ("pk", "QUEUE#", "queue-entry"),
     ("pk", "RUN#", "run"),
     ("pk", "PENDING#", "pending"),

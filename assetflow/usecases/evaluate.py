@@ -323,7 +323,7 @@ class Evaluator:
         if not groups:
             return
         snapshots = self.store.read_queue_snapshots(
-            [(g.pipeline.id, g.key, [e.event.id for e in g.entries]) for g in groups.values()],
+            [(g.pipeline.id, g.key, [e.event for e in g.entries]) for g in groups.values()],
             run_per_event={g.pipeline.id for g in groups.values() if takes_events_alone(g.pipeline)},
         )
         for (pipeline_id, key), group in groups.items():
@@ -436,7 +436,7 @@ class Evaluator:
                     ) from exc
                 self._backoff(attempt - 1)
                 snapshot = self.store.read_queue_snapshots(
-                    [(pipeline.id, key, [e.event.id for e in pending])],
+                    [(pipeline.id, key, [e.event for e in pending])],
                     run_per_event=(pipeline.id,) if takes_events_alone(pipeline) else (),
                 )[(pipeline.id, key)]
                 still = [e for e in pending if e.event.id not in snapshot.seen]

@@ -503,7 +503,7 @@ class Operations:
                 by_key.setdefault(route.key, []).append(entry)
         created: list[Run] = []
         for key, entries in sorted(by_key.items()):
-            self.store.forget_seen(pipeline.id, key, [e.event.id for e in entries])
+            self.store.forget_seen(pipeline.id, key, [e.event for e in entries])
             created += self._queue(pipeline, key, entries)
         logger.info(
             "cancelled run's events re-queued",

@@ -57,6 +57,9 @@ def test_an_a_and_b_pipeline_spreads_its_events_over_two_asset_keys_but_one_queu
     assert bound(result, "queue head serialization") == pytest.approx(1 / 0.015)  # 5 ms read + 10 ms commit
     sharded = lm.bounds(lm.AND, replace(TODAY, queue_shards=8))
     assert bound(sharded, "queue entries") == pytest.approx(8 * 250)
+    # This branch: the entry (2) and a tenth of a seen set's update (2 per transaction of ~10 events)
+    branch = lm.bounds(lm.BRANCH_AND, lm.BRANCH, costs=lm.BRANCH_COSTS)
+    assert bound(branch, "queue entries") == pytest.approx(1_000 / 2.2)
 
 
 def test_global_index_keys_bound_the_whole_environment() -> None:

@@ -124,6 +124,23 @@ def queue_items(store: DynamoDbStore, pipeline: str) -> list[str]:
     return sorted(item["sk"]["S"] for item in answer["Items"])
 
 
+def seen_marks(store: DynamoDbStore, pipeline: str) -> dict[str, str]:
+    """The events an (unkeyed) queue marked seen, each with where: in a seen set ("set") or its own marker."""
+    answer = store._db.query(
+        TableName=store.table,
+        KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
+        ExpressionAttributeValues={":p": {"S": f"QUEUE#{pipeline}#"}, ":s": {"S": "SEEN"}},
+        ConsistentRead=True,
+    )
+    marks: dict[str, str] = {}
+    for item in answer["Items"]:
+        if item["sk"]["S"].startswith("SEEN#"):
+            marks[item["sk"]["S"].removeprefix("SEEN#")] = "marker"
+        for event_id in item.get("ids", {}).get("SS", []):
+            marks[event_id] = "set"
+    return marks
+
+
 def test_an_event_consumed_at_once_writes_no_queue_entry_and_its_run_still_has_it(
     store: DynamoDbStore,
 ) -> None:
@@ -160,19 +177,143 @@ def test_an_event_a_run_takes_alone_at_once_leaves_no_seen_marker_and_is_still_t
     first, second = emit(store, A, 1), emit(store, A, 2)
     made = evaluator.handle_batch([first, second]).runs
     assert len(made) == 5  # each and batched: two runs; held: one, the second event queued
-    # Then the runs stand for their seen markers (none written), the held event has its marker and entry
+    # Then the runs stand for their seen marks (none written), the held events have a marker each, one queued
     assert queue_items(store, "each") == queue_items(store, "batched") == []
-    assert [sk for sk in queue_items(store, "held") if sk.startswith("SEEN#")] == [
-        "SEEN#e00001",
-        "SEEN#e00002",
-    ]
-    assert store.already_queued("each", "", ["e00001", "e00002", "e00003"]) == {"e00001", "e00002"}
+    assert seen_marks(store, "held") == {"e00001": "marker", "e00002": "marker"}
+    third = AssetEvent(A.uri, "e00003", T0 + timedelta(seconds=3))
+    assert store.already_queued("each", "", [first, second, third]) == {"e00001", "e00002"}
     # When the stream delivers both again, nothing new is made, in one batch or one by one
     assert evaluator.handle_batch([first, second]).runs == []
     assert evaluator.handle_event(second).runs == []
     assert len(store.list_runs("each").items) == len(store.list_runs("batched").items) == 2
     assert len(store.list_runs("held").items) == 1
     assert [row["event"]["id"] for row in store.list_queue("held")] == ["e00002"]
+
+
+def same_second(
+    store: DynamoDbStore,
+    asset: Asset,
+    count: int,
+    *,
+    start: int = 0,
+    apart: timedelta = timedelta(milliseconds=1),
+) -> list[AssetEvent]:
+    """``count`` stored events of ``asset`` ``apart`` from each other, with ids as long as an SQS message's."""
+    events = []
+    for n in range(start, start + count):
+        event = AssetEvent(asset.uri, f"sqs-{n:024x}", T0 + n * apart, {"n": n}, {"type": "api"})
+        stored, _ = store.put_event(event, dedupe_key=f"test:{asset.uri}:{n}")
+        events.append(stored)
+    return events
+
+
+def seen_sets(store: DynamoDbStore, pipeline: str) -> dict[str, dict[str, Any]]:
+    """An (unkeyed) queue's seen set items by sort key."""
+    answer = store._db.query(
+        TableName=store.table,
+        KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
+        ExpressionAttributeValues={":p": {"S": f"QUEUE#{pipeline}#"}, ":s": {"S": "SEENSET#"}},
+        ConsistentRead=True,
+    )
+    return {item["sk"]["S"]: item for item in answer["Items"]}
+
+
+def test_a_waiting_queue_marks_a_seconds_events_in_one_set_and_takes_each_once(store: DynamoDbStore) -> None:
+    # Given an a & b pipeline and 60 events of a within a tenth of a second, more than one set item holds
+    launcher = RecordingLauncher()
+    pipeline = Pipeline("both", schedule=A & B, job=JOB)
+    evaluator = evaluator_for(store, pipeline, launcher=launcher)
+    events = same_second(store, A, 60)
+    # When they come in one batch
+    assert evaluator.handle_batch(events).runs == []
+    # Then the second's set marks the first of them (one write unit, under 1 KB), the tenth's set the rest
+    marks = seen_marks(store, "both")
+    assert marks == {e.id: "set" for e in events}
+    sets = seen_sets(store, "both")
+    assert len(sets) == 2 and all(stored_size(item) <= 1024 for item in sets.values())
+    second, tenth = sorted(sets)
+    assert tenth == f"{second}.0"
+    assert len(sets[second]["ids"]["SS"]) >= 30
+    # When the stream delivers them again, together, one by one, and mixed with new ones of the same second
+    more = same_second(store, A, 5, start=60)
+    assert evaluator.handle_batch(events).runs == []
+    assert all(evaluator.handle_event(e).runs == [] for e in events[::7])
+    assert evaluator.handle_batch([*events[50:], *more]).runs == []
+    # Then each is queued once, and b's event makes one run with every one of them once
+    queued = [row["event"]["id"] for row in store.list_queue("both")]
+    assert sorted(queued) == sorted(e.id for e in [*events, *more])
+    (run,) = evaluator.handle_event(emit(store, B, 1)).runs
+    taken = [e.id for e in store.get_run(run.run_id).triggering_events]
+    assert sorted(taken) == sorted([*queued, "e00001"])
+    assert store.already_queued("both", "", [*events, *more]) == {e.id for e in [*events, *more]}
+    assert evaluator.handle_batch(events).runs == [] and store.list_queue("both") == []
+
+
+def test_events_of_one_instant_fill_their_seconds_sets_then_get_a_marker_each(store: DynamoDbStore) -> None:
+    # Given an a & b pipeline and 150 events of a stamped with the same instant (a Kafka batch's append time)
+    pipeline = Pipeline("both", schedule=A & B, job=JOB)
+    evaluator = evaluator_for(store, pipeline)
+    events = same_second(store, A, 150, apart=timedelta(0))
+    # When they come in one batch
+    assert evaluator.handle_batch(events).runs == []
+    # Then the sets of their second, tenth and hundredth are full and the rest have a marker each
+    sets = seen_sets(store, "both")
+    assert len(sets) == 3 and all(1000 - 40 < stored_size(item) <= 1024 for item in sets.values())
+    marks = seen_marks(store, "both")
+    assert marks.keys() == {e.id for e in events}
+    assert sum(1 for m in marks.values() if m == "set") == sum(len(i["ids"]["SS"]) for i in sets.values())
+    assert 0 < sum(1 for m in marks.values() if m == "marker") < 60
+    # and a redelivery queues none again
+    assert evaluator.handle_batch(events[::-1]).runs == []
+    assert len(store.list_queue("both")) == 150
+
+
+def stored_size(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB counts it (names and values; a number at most 21 bytes)."""
+    size = 0
+    for name, value in item.items():
+        (kind, raw), size = next(iter(value.items())), size + len(name.encode())
+        size += (
+            sum(len(v.encode()) for v in raw) if kind == "SS" else 21 if kind == "N" else len(raw.encode())
+        )
+    return size
+
+
+def test_evaluators_racing_over_one_seconds_events_queue_each_once(store: DynamoDbStore) -> None:
+    # Given an a & b pipeline and two evaluators handed the same 60 events of a, of one second, at once
+    launcher = RecordingLauncher()
+    pipeline = Pipeline("race", schedule=A & B, job=JOB)
+    evaluators = [evaluator_for(store, pipeline, launcher=launcher) for _ in range(2)]
+    events = same_second(store, A, 60)
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def handle(evaluator: Evaluator, batch: list[AssetEvent]) -> None:
+        try:
+            start.wait()
+            for _ in range(5):  # the stream hands a failed batch back
+                result = evaluator.handle_batch(batch)
+                if not result.failed:
+                    return
+            raise AssertionError("the batch kept failing")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=handle, args=(evaluators[0], events)),
+        threading.Thread(target=handle, args=(evaluators[1], events[::-1])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    # Then every event is queued once, marked once, and b's event takes them all in one run (the reference
+    # model: one a & b run with every queued event)
+    assert sorted(row["event"]["id"] for row in store.list_queue("race")) == sorted(e.id for e in events)
+    assert seen_marks(store, "race").keys() == {e.id for e in events}
+    (run,) = evaluators[1].handle_event(emit(store, B, 1)).runs
+    assert len(store.get_run(run.run_id).triggering_events) == 61
 
 
 def test_max_active_runs_holds_the_queue_until_a_run_ends(store: DynamoDbStore) -> None:

@@ -34,6 +34,7 @@ from assetflow.adapters.dynamodb.table import (
     num_attr,
     paused_condition,
     queue_pk,
+    seen_set_sks,
     str_attr,
 )
 from assetflow.core.entries import QueueEntry, entry_kind
@@ -437,20 +438,35 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 consumed[triple] = frozenset(i["S"] for i in item.get("event_ids", {}).get("L", []))
         return consumed
 
-    def forget_seen(self, pipeline: str, key: str, event_ids: Sequence[str]) -> None:
-        """Delete a queue's seen markers of these events, so that it takes them again."""
+    def forget_seen(self, pipeline: str, key: str, events: Sequence[AssetEvent]) -> None:
+        """Take these events out of a queue's seen marks (sets and markers), so that it takes them again."""
         partition = queue_pk(pipeline, key)
-        ids = list(dict.fromkeys(event_ids))
-        for start in range(0, len(ids), _BATCH_WRITE):
+        unique = list({e.id: e for e in events}.values())
+        for start in range(0, len(unique), _BATCH_WRITE):
             request = {
                 self.table: [
-                    {"DeleteRequest": {"Key": {"pk": str_attr(partition), "sk": str_attr(f"SEEN#{i}")}}}
-                    for i in ids[start : start + _BATCH_WRITE]
+                    {"DeleteRequest": {"Key": {"pk": str_attr(partition), "sk": str_attr(f"SEEN#{e.id}")}}}
+                    for e in unique[start : start + _BATCH_WRITE]
                 ]
             }
             while request:
                 answer = self._call("batch_write_item", RequestItems=request)
                 request = answer.get("UnprocessedItems") or {}
+        by_set: dict[str, set[str]] = {}
+        for event in unique:
+            for sk in seen_set_sks(event):
+                by_set.setdefault(sk, set()).add(event.id)
+        found = self._batch_get([{"pk": str_attr(partition), "sk": str_attr(sk)} for sk in by_set])
+        for sk, ids in by_set.items():
+            held = ids & set(found.get((partition, sk), {}).get("ids", {}).get("SS", ()))
+            if held:
+                self._call(
+                    "update_item",
+                    TableName=self.table,
+                    Key={"pk": str_attr(partition), "sk": str_attr(sk)},
+                    UpdateExpression="DELETE ids :ids",
+                    ExpressionAttributeValues={":ids": {"SS": sorted(held)}},
+                )
 
 
 __all__ = ["MAX_INLINE_TRIGGER_BYTES", "DynamoDbPipelineStore"]

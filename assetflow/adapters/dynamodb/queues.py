@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -18,6 +18,7 @@ from assetflow.adapters.dynamodb.control import consumed_version_puts
 from assetflow.adapters.dynamodb.runs import pending_adds, run_key, run_put
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
+    SEEN_SET_PREFIX,
     TRANSACTION_MAX,
     DynamoDbTable,
     active_key,
@@ -29,6 +30,7 @@ from assetflow.adapters.dynamodb.table import (
     plain_item,
     plain_value,
     queue_pk,
+    seen_set_sks,
     str_attr,
 )
 from assetflow.core.entries import entry_kind
@@ -74,15 +76,39 @@ def _seen_marker(pipeline: Pipeline, key: str, entry: QueueEntry, run_ids: Colle
     return not takes_events_alone(pipeline) or event_run_id(pipeline.id, key, entry.event.id) not in run_ids
 
 
+#: A seen set's item stays within one write unit (1 KB): what DynamoDB counts of it, its keys, its expiry and
+#: its ids, is kept under this many bytes (``_mark_writes``).
+SEEN_SET_BYTES = 1000
+
+
+def _seen_set_bytes(partition: str, sk: str, ids: Iterable[str]) -> int:
+    """What DynamoDB counts of a seen set's item: attribute names and values (a number at most 21 bytes)."""
+    return (
+        len("pk" + partition + "sk" + sk + "ids") + len("expires_at") + 21 + sum(len(i.encode()) for i in ids)
+    )
+
+
+def _marker_item(partition: str, event: AssetEvent) -> dict[str, Any]:
+    """An event's own seen marker in its queue's partition, kept as long as a redelivery may come."""
+    return {
+        "pk": str_attr(partition),
+        "sk": str_attr(f"SEEN#{event.id}"),
+        "expires_at": num_attr(epoch_seconds(event.timestamp + DEDUPE_TTL)),
+    }
+
+
 def _seen_in(
     found: Mapping[tuple[str, str], Any], asked: Mapping[str, Sequence[Mapping[str, Any]]]
 ) -> frozenset[str]:
-    """The events (of ``_seen_keys``'s answer) with any of their keys among the items ``found``."""
-    return frozenset(
-        event_id
-        for event_id, keys in asked.items()
-        if any((k["pk"]["S"], k["sk"]["S"]) in found for k in keys)
-    )
+    """The events (of ``_seen_keys``'s answer) that any of their keys marks: an item found, or a set holding them."""
+
+    def marks(event_id: str, key: Mapping[str, Any]) -> bool:
+        item = found.get((key["pk"]["S"], key["sk"]["S"]))
+        if item is None:
+            return False
+        return not key["sk"]["S"].startswith(SEEN_SET_PREFIX) or event_id in item.get("ids", {}).get("SS", ())
+
+    return frozenset(event_id for event_id, keys in asked.items() if any(marks(event_id, k) for k in keys))
 
 
 def _head_condition(version: int) -> str:
@@ -99,23 +125,24 @@ class DynamoDbQueueStore(DynamoDbTable):
 
     def read_queue_snapshots(
         self,
-        wanted: Sequence[tuple[str, str, Sequence[str]]],
+        wanted: Sequence[tuple[str, str, Sequence[AssetEvent]]],
         *,
         run_per_event: Collection[str] = (),
     ) -> dict[tuple[str, str], QueueSnapshot]:
-        """Heads, active-run counters and seen markers of many queues, batched.
+        """Heads, active-run counters and seen marks of many queues, batched.
 
-        One consistent BatchGetItem per 100 keys: a queue's head, its pipeline's counter and a seen marker per
-        asked-for event; for the pipelines in ``run_per_event`` (``takes_events_alone``), also the run that takes
-        the event alone, which stands for its seen marker when it took the event at once (``_seen_marker``).
+        One consistent BatchGetItem per 100 keys: a queue's head, its pipeline's counter and, per asked-for event,
+        its own seen marker and either, for the pipelines in ``run_per_event`` (``takes_events_alone``), the run
+        that takes the event alone, which stands for its mark when it took the event at once (``_seen_marker``),
+        or, for the others, the seen sets that may hold it (``seen_set_sks``, shared by the events of a second or of
+        a slice of it: ``_mark_writes``).
         """
         keys: list[dict[str, Any]] = []
         asked: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
-        for pipeline, key, event_ids in wanted:
+        for pipeline, key, events in wanted:
             keys.append({"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr(f"QUEUE#{key}")})
-            asked[(pipeline, key)] = seen = self._seen_keys(
-                pipeline, key, event_ids, runs=pipeline in run_per_event
-            )
+            alone = pipeline in run_per_event
+            asked[(pipeline, key)] = seen = self._seen_keys(pipeline, key, events, runs=alone, sets=not alone)
             keys += [k for ks in seen.values() for k in ks]
         pipelines = sorted({p for p, _, _ in wanted})
         keys += [active_key(p) for p in pipelines]
@@ -134,16 +161,23 @@ class DynamoDbQueueStore(DynamoDbTable):
 
     @staticmethod
     def _seen_keys(
-        pipeline: str, key: str, event_ids: Sequence[str], *, runs: bool
+        pipeline: str, key: str, events: Sequence[AssetEvent], *, runs: bool, sets: bool
     ) -> dict[str, list[dict[str, Any]]]:
-        """Per event, the keys that say a queue took it: its seen marker and (``runs``) the run that took it alone."""
+        """Per event id, the keys that may say a queue took it.
+
+        Its own seen marker, (``sets``) the seen sets of its time and (``runs``) the run that took it alone.
+        """
         partition = queue_pk(pipeline, key)
         return {
-            i: [
-                {"pk": str_attr(partition), "sk": str_attr(f"SEEN#{i}")},
-                *([run_key(event_run_id(pipeline, key, i))] if runs else []),
+            e.id: [
+                {"pk": str_attr(partition), "sk": str_attr(f"SEEN#{e.id}")},
+                *(
+                    {"pk": str_attr(partition), "sk": str_attr(sk)}
+                    for sk in (seen_set_sks(e) if sets else ())
+                ),
+                *([run_key(event_run_id(pipeline, key, e.id))] if runs else []),
             ]
-            for i in event_ids
+            for e in events
         }
 
     @staticmethod
@@ -212,9 +246,9 @@ class DynamoDbQueueStore(DynamoDbTable):
             kwargs["ExpressionAttributeValues"][":zero"] = num_attr(0)
         return [i["sk"]["S"].removeprefix("QUEUE#") for i in self._query(**kwargs)]
 
-    def already_queued(self, pipeline: str, key: str, event_ids: Sequence[str]) -> set[str]:
-        """Which of these events this queue has seen before (queued or consumed), so redeliveries skip."""
-        asked = self._seen_keys(pipeline, key, event_ids, runs=True)
+    def already_queued(self, pipeline: str, key: str, events: Sequence[AssetEvent]) -> set[str]:
+        """Which of these events (their ids) this queue has seen before (queued or consumed), so redeliveries skip."""
+        asked = self._seen_keys(pipeline, key, events, runs=True, sets=True)
         return set(_seen_in(self._batch_get([k for ks in asked.values() for k in ks]), asked))
 
     def active_runs(self, pipeline: str) -> int:
@@ -309,29 +343,28 @@ class DynamoDbQueueStore(DynamoDbTable):
         *,
         by_reference: bool = False,
     ) -> list[dict[str, Any]]:
-        """New entries (with their seen markers) and, for ``batch=False``, the consumed entries' deletes.
+        """New entries (with their seen marks) and, for ``batch=False``, the consumed entries' deletes.
 
         A batch pipeline's new entry goes to the generation of the run that consumes it (``generation_of``),
         else to ``next_generation``. ``by_reference``: the transition's runs reference their events' own items
-        (``_consumed_at_once``), so its new entries need only their seen markers.
+        (``_consumed_at_once``), so its new entries need only their seen marks.
         """
         writes: list[dict[str, Any]] = []
         consumed_ids = {e.event.id for e in t.consumed}
         where = generation_of or {}
         run_ids = {r.run_id for r in t.runs} if by_reference else set()
+        marked: list[AssetEvent] = []
         for entry in t.added:
-            # An event consumed at once never needs a queue entry, only its seen marker (a batch run then
+            # An event consumed at once never needs a queue entry, only its seen mark (a batch run then
             # references its events' items instead of its generation), and not even that when the run that
             # takes it alone is found by the event's id.
             queued = not by_reference and (pipeline.batch or entry.event.id not in consumed_ids)
             at = where.get(entry.event.id, generation if next_generation is None else next_generation)
-            writes += self._entry_writes(
-                partition,
-                at if pipeline.batch else generation,
-                entry,
-                queued=queued,
-                marked=queued or _seen_marker(pipeline, t.before.key, entry, run_ids),
-            )
+            if queued:
+                writes.append(self._entry_put(partition, at if pipeline.batch else generation, entry))
+            if queued or _seen_marker(pipeline, t.before.key, entry, run_ids):
+                marked.append(entry.event)
+        writes += self._mark_writes(partition, marked, sets=not takes_events_alone(pipeline))
         # Failure or late entries a new event superseded: no run takes them.
         writes += [
             {
@@ -458,8 +491,10 @@ class DynamoDbQueueStore(DynamoDbTable):
                 }
             }
         ]
-        for entry in entries:
-            writes += self._entry_writes(partition, head.generation, entry, queued=True, only_new=True)
+        writes += [self._entry_put(partition, head.generation, entry, only_new=True) for entry in entries]
+        writes += self._mark_writes(
+            partition, [entry.event for entry in entries], sets=not takes_events_alone(pipeline)
+        )
         try:
             self._call("transact_write_items", TransactItems=writes)
         except ConflictError as exc:
@@ -485,61 +520,108 @@ class DynamoDbQueueStore(DynamoDbTable):
         ]
         for item in present:
             event = AssetEvent.from_json(json.loads(item["event"]["S"]))
-            self._call(
-                "put_item",
-                TableName=self.table,
-                Item={
-                    "pk": item["pk"],
-                    "sk": str_attr(f"SEEN#{event.id}"),
-                    "expires_at": num_attr(epoch_seconds(event.timestamp + DEDUPE_TTL)),
-                },
-            )
+            self._call("put_item", TableName=self.table, Item=_marker_item(item["pk"]["S"], event))
 
-    def _entry_writes(
-        self,
-        partition: str,
-        generation: int,
-        entry: QueueEntry,
-        *,
-        queued: bool,
-        only_new: bool = False,
-        marked: bool = True,
+    def _mark_writes(
+        self, partition: str, events: Sequence[AssetEvent], *, sets: bool
     ) -> list[dict[str, Any]]:
-        """The writes that add an entry: its seen marker (when ``marked``) and the entry (when ``queued``).
+        """The writes that mark events seen by a queue, once, ever: in a seen set of their time, or each its marker.
 
-        A queue marks an event once, ever; an unmarked one is recorded by the run that took it (``_seen_marker``).
+        Without ``sets`` (a pipeline that takes events alone: the runs it makes at once mark nearly all its
+        events, and its snapshot reads those runs, not sets), a marker each. Else a queue's events of one second
+        share a set item (``seen_set_sks``): one write unit marks as many as fit in 1 KB (``SEEN_SET_BYTES``),
+        where a marker each costs one unit an event (two in a transaction). A full second's set sends its events
+        to the set of their tenth of a second, then of their hundredth, and only then to a marker each. The sets
+        are read first (one consistent batch): a set's update is conditional on its size as read, and every write
+        that marks an event also moves its queue's head, so a set changed since is a conflict. An event a set
+        already holds was taken meanwhile: the queue is read again.
+
+        Raises:
+            ConflictError: a set already holds one of the events.
         """
+        if not sets:
+            return [self._marker_put(partition, event) for event in events]
+        if not events:
+            return []
+        slices = {e.id: seen_set_sks(e) for e in events}
+        found = self._batch_get(
+            [{"pk": str_attr(partition), "sk": str_attr(sk)} for sks in slices.values() for sk in sks]
+        )
+        held = {sk: frozenset(i.get("ids", {}).get("SS", ())) for (_, sk), i in found.items()}
+        added: dict[str, list[AssetEvent]] = {}
         writes: list[dict[str, Any]] = []
-        if marked:
-            writes.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            "pk": str_attr(partition),
-                            "sk": str_attr(f"SEEN#{entry.event.id}"),
-                            "expires_at": num_attr(epoch_seconds(entry.event.timestamp + DEDUPE_TTL)),
-                        },
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
+        for event in events:
+            sks = slices[event.id]
+            if any(event.id in held.get(sk, ()) for sk in sks):
+                raise ConflictError(f"queue {partition}: an event was marked seen meanwhile; read it again")
+            for sk in sks:
+                members = [*held.get(sk, ()), *(e.id for e in added.get(sk, ())), event.id]
+                if _seen_set_bytes(partition, sk, members) <= SEEN_SET_BYTES:
+                    added.setdefault(sk, []).append(event)
+                    break
+            else:
+                writes.append(self._marker_put(partition, event))
+        writes += [
+            self._set_add(
+                partition, sk, [e.id for e in members], held=len(held.get(sk, ())), second=members[0]
             )
-        if queued:
-            put: dict[str, Any] = {
-                "TableName": self.table,
-                "Item": {
-                    "pk": str_attr(partition),
-                    "sk": str_attr(entry_sk(generation, entry)),
-                    "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
-                    "aliases": {"L": [str_attr(a) for a in entry.aliases]},
-                    **({"wheres": {"L": [str_attr(w) for w in entry.wheres]}} if entry.wheres else {}),
-                    **({"requeued_from": str_attr(entry.requeued_from)} if entry.requeued_from else {}),
-                },
-            }
-            if only_new:
-                put["ConditionExpression"] = "attribute_not_exists(pk)"
-            writes.append({"Put": put})
+            for sk, members in added.items()
+        ]
         return writes
+
+    def _set_add(
+        self, partition: str, sk: str, ids: Sequence[str], *, held: int, second: AssetEvent
+    ) -> dict[str, Any]:
+        """Add ``ids`` to a seen set that held ``held`` ids when read (still so, or the transaction fails).
+
+        The set expires as its ``second``'s last event's marker would: every writer sets the same time.
+        """
+        values: dict[str, Any] = {
+            ":ids": {"SS": list(ids)},
+            ":e": num_attr(epoch_seconds(second.timestamp + DEDUPE_TTL) + 1),
+        }
+        condition = "attribute_not_exists(ids)"
+        if held:
+            condition = "size(ids) = :held"
+            values[":held"] = num_attr(held)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": str_attr(partition), "sk": str_attr(sk)},
+                "UpdateExpression": "ADD ids :ids SET expires_at = :e",
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _marker_put(self, partition: str, event: AssetEvent) -> dict[str, Any]:
+        """An event's own seen marker, written once."""
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": _marker_item(partition, event),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _entry_put(
+        self, partition: str, generation: int, entry: QueueEntry, *, only_new: bool = False
+    ) -> dict[str, Any]:
+        """The write that adds an entry to a generation of its queue (``only_new``: if not there yet)."""
+        put: dict[str, Any] = {
+            "TableName": self.table,
+            "Item": {
+                "pk": str_attr(partition),
+                "sk": str_attr(entry_sk(generation, entry)),
+                "event": str_attr(json.dumps(entry.event.to_json(), sort_keys=True)),
+                "aliases": {"L": [str_attr(a) for a in entry.aliases]},
+                **({"wheres": {"L": [str_attr(w) for w in entry.wheres]}} if entry.wheres else {}),
+                **({"requeued_from": str_attr(entry.requeued_from)} if entry.requeued_from else {}),
+            },
+        }
+        if only_new:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        return {"Put": put}
 
     def list_queue(self, pipeline: str) -> list[dict[str, Any]]:
         """Queued events of a pipeline, per queue key, oldest first."""

@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -119,6 +119,22 @@ def plain_item(item: Mapping[str, Any]) -> dict[str, Any]:
 def queue_pk(pipeline: str, key: str) -> str:
     """The partition of a queue's entries and seen markers."""
     return f"QUEUE#{pipeline}#{key}"
+
+
+#: The sort-key prefix of a queue's seen sets (``seen_set_sks``).
+SEEN_SET_PREFIX = "SEENSET#"
+
+
+def seen_set_sks(event: AssetEvent) -> tuple[str, str, str]:
+    """The sort keys of the sets that may mark ``event`` seen in a queue's partition, coarsest first.
+
+    The sets of its second, of its tenth of a second and of its hundredth: a queue fills the coarsest with room,
+    so that a slow queue's events of a second share one item and a busy one's still share one per slice.
+    """
+    at = event.timestamp.astimezone(UTC)
+    second = f"{SEEN_SET_PREFIX}{at.strftime('%Y%m%dT%H%M%S')}"
+    hundredths = f"{at.microsecond // 10_000:02d}"
+    return second, f"{second}.{hundredths[0]}", f"{second}.{hundredths}"
 
 
 def active_key(pipeline: str) -> dict[str, Any]:

@@ -242,7 +242,8 @@ BRANCH = Deployment(batch_size=100, batch_evaluation=True, meta_per_batch=True, 
 #: What the branch's store writes per event on each hot key (``assetflow/adapters/dynamodb``), items under
 #: 1 KB, transactional writes two units: the event item in the ingest transaction (2) and the summary count
 #: (2, once per ingest batch); no ``SEEN`` marker and no entry for an event a run takes alone at once (the run,
-#: named by the event, stands for the marker: ``a & b`` keeps both, 2 each); no active-run counter
+#: named by the event, stands for the marker); ``a & b`` queues an entry (2) and marks it in its second's seen
+#: set, one set update (2) per transaction of ~10 events (0.2; the cost run counts 0.18); no active-run counter
 #: without ``max_active_runs``; the indexes project keys only, so an entry is written when its keys are (a
 #: summary's once, a run's once when created: one unit), never on a state change.
 BRANCH_SINGLE_KEYS = KeyLoad(
@@ -265,7 +266,9 @@ BRANCH_SINGLE = replace(
 )
 BRANCH_AND = replace(
     AND,
-    keys=replace(BRANCH_SINGLE_KEYS, queue_write=4.0, queue_read=1.25),
+    # Reads per event on the queue's key: its marker (1), its sets (shared by the events of a slice of time) and
+    # the sets' read before they are written; the cost run counts 0.8 read units an event more than with markers.
+    keys=replace(BRANCH_SINGLE_KEYS, queue_write=2.2, queue_read=2.05),
     evaluator_eventbridge_calls=0.0,
     run_state_invocations=1.0,
 )
@@ -273,12 +276,12 @@ BRANCH_SHAPES: dict[str, Shape] = {BRANCH_SINGLE.name: BRANCH_SINGLE, BRANCH_AND
 #: Per event and per run (with its outlet event), solved from this branch's cost benchmark
 #: (``results/cost.json``: ``single`` 1 event + 1 run per message, ``and`` 1 event + 0.09 runs).
 BRANCH_COSTS = UnitCosts(
-    event_write_units=5.92,
-    event_read_units=1.14,
-    event_requests=0.51,
-    run_write_units=5.97,
-    run_read_units=1.11,
-    run_requests=4.11,
+    event_write_units=3.88,
+    event_read_units=2.01,
+    event_requests=0.54,
+    run_write_units=8.01,
+    run_read_units=0.23,
+    run_requests=4.08,
 )
 
 

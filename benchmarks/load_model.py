@@ -267,8 +267,8 @@ BRANCH_SINGLE = replace(
 BRANCH_AND = replace(
     AND,
     # Reads per event on the queue's key: its marker (1), its sets (shared by the events of a slice of time) and
-    # the sets' read before they are written; the cost run counts 0.8 read units an event more than with markers.
-    keys=replace(BRANCH_SINGLE_KEYS, queue_write=2.2, queue_read=2.05),
+    # the sets' read before they are written; the cost run counts 1.0 read unit an event more than with markers.
+    keys=replace(BRANCH_SINGLE_KEYS, queue_write=2.2, queue_read=2.25),
     evaluator_eventbridge_calls=0.0,
     run_state_invocations=1.0,
 )
@@ -276,12 +276,12 @@ BRANCH_SHAPES: dict[str, Shape] = {BRANCH_SINGLE.name: BRANCH_SINGLE, BRANCH_AND
 #: Per event and per run (with its outlet event), solved from this branch's cost benchmark
 #: (``results/cost.json``: ``single`` 1 event + 1 run per message, ``and`` 1 event + 0.09 runs).
 BRANCH_COSTS = UnitCosts(
-    event_write_units=3.88,
-    event_read_units=2.01,
-    event_requests=0.54,
-    run_write_units=8.01,
-    run_read_units=0.23,
-    run_requests=4.08,
+    event_write_units=3.92,
+    event_read_units=2.23,
+    event_requests=0.56,
+    run_write_units=7.98,
+    run_read_units=0.01,
+    run_requests=4.07,
 )
 
 

@@ -396,9 +396,13 @@ def test_a_run_is_running_from_its_submission_and_a_run_ended_first_keeps_its_en
     # When a late record of a job run id comes for it
     world.store.mark_submitted(waiting["run_id"], "job-late")
 
-    # Then it is recorded, and the run stays cancelled
+    # Then it is recorded, the run stays cancelled and is not listed among the submitted active runs (which the
+    # sweep reads on every pass)
     late = world.store.get_run(waiting["run_id"])
     assert late.state is RunState.CANCELLED and late.job_run_id == "job-late"
+    item = world.store._get(f"RUN#{waiting['run_id']}", "#RUN") or {}
+    assert item and "gsi3pk" not in item
+    assert waiting["run_id"] not in {r.run_id for r in world.store.submitted_active_runs()}
 
     # Given a run the evaluator submitted
     world.evaluator.handle_event(world.event(RAW, 2))

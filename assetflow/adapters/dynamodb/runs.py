@@ -349,30 +349,35 @@ class DynamoDbRunStore(DynamoDbTable):
         }
 
     def _record_job_run_id(
-        self, run_id: str, job_run_id: str, *, start: bool = True
+        self, run_id: str, job_run_id: str, *, found: RunState | None = None
     ) -> AssetflowError | None:
         """One run's job run id, by a conditional update; why it could not be recorded, if it could not.
 
         A run handed to the job service is running (as an Airflow dag run is once started: its job may still
-        wait for capacity), so with ``start`` the same write moves a queued run on: the job's own RUNNING
-        state then changes nothing, and the run-state rule does not forward it (a function invocation and a
-        write unit a run). A run no longer queued (cancelled, or its end recorded first) keeps its state: a
-        second write records the id alone.
+        wait for capacity), so the same write moves a queued run on: the job's own RUNNING state then changes
+        nothing, and the run-state rule does not forward it (a function invocation and a write unit a run). A run
+        no longer queued (``found`` in another state: cancelled, or its end recorded first) keeps its state: a
+        second write, conditional on that state, records the id alone, and lists the run among the submitted
+        active runs only if it is still active (an ended run's entry would stay there for good).
         """
         # Now among the submitted active runs (gsi3), sorted by creation as in gsi1; a run made before pending
         # items moves there from UNSUBMITTED#<pipeline>.
-        update = "SET job_run_id = :j, gsi3pk = :active, gsi3sk = gsi1sk"
+        active = found is None or found.active
+        update = "SET job_run_id = :j" + (", gsi3pk = :active, gsi3sk = gsi1sk" if active else "")
         condition = "attribute_exists(pk) AND (attribute_not_exists(job_run_id) OR job_run_id = :j)"
-        values = {":j": str_attr(job_run_id), ":active": str_attr(active_partition(run_id))}
-        extra: dict[str, Any] = {}
-        if start:
+        values = {":j": str_attr(job_run_id)}
+        if active:
+            values[":active"] = str_attr(active_partition(run_id))
+        if found is None:
             update += ", #s = :running"
             condition += " AND #s = :queued"
             values |= {
                 ":running": str_attr(RunState.RUNNING.value),
                 ":queued": str_attr(RunState.QUEUED.value),
             }
-            extra["ExpressionAttributeNames"] = {"#s": "state"}
+        else:
+            condition += " AND #s = :found"
+            values[":found"] = str_attr(found.value)
         try:
             self._call(
                 "update_item",
@@ -382,7 +387,7 @@ class DynamoDbRunStore(DynamoDbTable):
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **extra,
+                ExpressionAttributeNames={"#s": "state"},
             )
         except ConflictError as exc:
             if not condition_failed(exc):
@@ -394,8 +399,10 @@ class DynamoDbRunStore(DynamoDbTable):
                 return AlreadySubmittedError(
                     f"run {run_id} was already submitted as {old['job_run_id']['S']}"
                 )
-            if start:  # no longer queued: it keeps its state, and the id is recorded alone
-                return self._record_job_run_id(run_id, job_run_id, start=False)
+            state = RunState(old["state"]["S"]) if "state" in old else None
+            if found is None and state is not None and state is not RunState.QUEUED:
+                # No longer queued: it keeps its state, and the id is recorded alone.
+                return self._record_job_run_id(run_id, job_run_id, found=state)
             return exc  # a lost race: try again
         except AssetflowError as exc:
             return exc

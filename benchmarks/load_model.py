@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -274,7 +274,8 @@ BRANCH_AND = replace(
 )
 BRANCH_SHAPES: dict[str, Shape] = {BRANCH_SINGLE.name: BRANCH_SINGLE, BRANCH_AND.name: BRANCH_AND}
 #: Per event and per run (with its outlet event), solved from this branch's cost benchmark
-#: (``results/cost.json``: ``single`` 1 event + 1 run per message, ``and`` 1 event + 0.09 runs).
+#: (``results/cost.json``: ``single`` 1 event + 1 run per message, ``and`` 1 event + 0.09 runs) by
+#: ``unit_costs_from_cost_run``; a test keeps them equal to what the committed cost run solves to.
 BRANCH_COSTS = UnitCosts(
     event_write_units=3.92,
     event_read_units=2.23,
@@ -283,6 +284,38 @@ BRANCH_COSTS = UnitCosts(
     run_read_units=0.01,
     run_requests=4.07,
 )
+
+
+def unit_costs_from_cost_run(result: Mapping[str, Any]) -> UnitCosts:
+    """The units of one event and of one run, solved from a cost benchmark's two scenarios.
+
+    Each scenario's message is one event and ``runs_per_message`` runs (with their outlet events): two
+    equations, per counted quantity, in the event's and the run's share (``single``: 1 run a message). The
+    units are the priced lines' medians over the cost run's repetitions; the requests, its operation counts.
+    """
+    scenarios = result["results"]["per_million_messages"]
+
+    def per_message(name: str) -> tuple[float, dict[str, float]]:
+        found = scenarios[name]
+        lines = found["lines"]
+        quantities = {
+            "write_units": lines["DynamoDB writes"]["quantity_per_million"]["median"] / 1e6,
+            "read_units": lines["DynamoDB reads"]["quantity_per_million"]["median"] / 1e6,
+            "requests": sum(found["operations_per_message"]["dynamodb"].values()),
+        }
+        return float(found["runs_per_message"]), quantities
+
+    (runs_a, a), (runs_b, b) = per_message("single"), per_message("and")
+    run = {q: (a[q] - b[q]) / (runs_a - runs_b) for q in a}
+    event = {q: a[q] - runs_a * run[q] for q in a}
+    return UnitCosts(
+        event_write_units=round(event["write_units"], 2),
+        event_read_units=round(event["read_units"], 2),
+        event_requests=round(event["requests"], 2),
+        run_write_units=round(run["write_units"], 2),
+        run_read_units=round(run["read_units"], 2),
+        run_requests=round(run["requests"], 2),
+    )
 
 
 def asset_shards_needed(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -218,3 +218,13 @@ def test_the_branch_plan_reaches_10000_for_a_batch_pipeline() -> None:
     assert planned["reached"], planned["still_short"]
     assert planned["deployment"]["asset_shards"] > 1
     assert any(step.startswith("ingest batches of") for step in planned["steps"])
+
+
+def test_the_branch_unit_costs_are_what_the_committed_cost_run_solves_to() -> None:
+    # BRANCH_COSTS is copied into the model (its figures are read without running anything); it must not drift
+    # from the cost run saved beside it.
+    result = json.loads((Path(lm.__file__).parent / "results" / "cost.json").read_text())
+    solved = lm.unit_costs_from_cost_run(result)
+    for name, value in asdict(lm.BRANCH_COSTS).items():
+        assert getattr(solved, name) == pytest.approx(value, abs=0.011), name
+

@@ -3,7 +3,7 @@
 The table's partitions say what they hold (see the store's modules): ``ASSET#<uri>`` (an asset's events, its
 summary, its alias resolutions), ``ALIAS#<name>``, ``DEDUPE#<identity>`` (by source: ``sqs:``, ``kafka:``,
 ``api#``, ``outlet#``, ``quarantine#``), ``QUARANTINE``, ``PIPELINE#<id>`` (queue heads, the active-run count),
-``PENDING#<pipeline>`` (runs made, not yet submitted), ``QUEUE#<pipeline>#<key>`` (entries, seen markers) and
+``PENDING#<pipeline>`` (runs made, not yet submitted), ``QUEUE#<pipeline>#<key>`` (entries, seen marks) and
 ``RUN#<id>``. Each function gets the actions it uses on the partitions it uses, and nothing on the others: an
 ingest function writes its own asset's events and its own source's dedupe records, never a queue or a run, and
 deletes nothing it could not already overwrite (its events' batched puts are BatchWriteItem, which IAM cannot
@@ -155,7 +155,8 @@ API = TableAccess(
     writes=("ASSET#*", "PIPELINE#*", "PENDING#*", "QUEUE#*", "RUN#*", "DEDUPE#api#*", "EXPECT#*"),
     deletes=("PENDING#*", "QUEUE#*"),
     indexes=("gsi1", "gsi2", "gsi3"),
-    # Requeueing a cancelled run's events drops the queue's seen markers, 25 a request.
+    # Requeueing a cancelled run's events drops the queue's seen markers, 25 a request (and takes their ids out
+    # of its seen sets, an update each).
     batch_writes=("QUEUE#*",),
 )
 

@@ -539,6 +539,7 @@ class DynamoDbQueueStore(DynamoDbTable):
         Raises:
             ConflictError: a set already holds one of the events.
         """
+        events = list({e.id: e for e in events}.values())
         if not sets:
             return [self._marker_put(partition, event) for event in events]
         if not events:

@@ -227,4 +227,3 @@ def test_the_branch_unit_costs_are_what_the_committed_cost_run_solves_to() -> No
     solved = lm.unit_costs_from_cost_run(result)
     for name, value in asdict(lm.BRANCH_COSTS).items():
         assert getattr(solved, name) == pytest.approx(value, abs=0.011), name
-

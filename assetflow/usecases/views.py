@@ -387,12 +387,9 @@ def show_run(store: Store, run_id: str, catalog: Catalog | None = None) -> dict[
     produced: dict[str, list[dict[str, Any]]] = {}
     pipeline = catalog.pipelines.get(run.pipeline) if catalog is not None else None
     outlets = pipeline.asset_outlets if pipeline is not None else ()
-    for event in store.events_produced_by(run_id, outlets=outlets, ended_at=run.ended_at):
+    for event in store.events_produced_by(run_id, outlets=outlets, ended_at=run.ended_at):  # oldest first
         produced.setdefault(event["asset"], []).append(event)
-    doc["produced_asset_events"] = {
-        uri: sorted(events, key=lambda e: (e["timestamp"], e["id"]))
-        for uri, events in sorted(produced.items())
-    }
+    doc["produced_asset_events"] = dict(sorted(produced.items()))
     return doc
 
 

@@ -34,6 +34,7 @@ from assetflow.adapters.dynamodb.table import (
     num_attr,
     paused_condition,
     queue_pk,
+    seen_set_ids,
     seen_set_sks,
     str_attr,
 )
@@ -458,7 +459,7 @@ class DynamoDbPipelineStore(DynamoDbRunStore):
                 by_set.setdefault(sk, set()).add(event.id)
         found = self._batch_get([{"pk": str_attr(partition), "sk": str_attr(sk)} for sk in by_set])
         for sk, ids in by_set.items():
-            held = ids & set(found.get((partition, sk), {}).get("ids", {}).get("SS", ()))
+            held = ids & seen_set_ids(found.get((partition, sk)))
             if held:
                 self._call(
                     "update_item",

@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from assetflow.adapters.dynamodb.control import consumed_version_puts
+from assetflow.adapters.dynamodb.keys import utf8_size
 from assetflow.adapters.dynamodb.runs import pending_adds, run_key, run_put
 from assetflow.adapters.dynamodb.table import (
     DEDUPE_TTL,
@@ -30,6 +31,7 @@ from assetflow.adapters.dynamodb.table import (
     plain_item,
     plain_value,
     queue_pk,
+    seen_set_ids,
     seen_set_sks,
     str_attr,
 )
@@ -84,7 +86,7 @@ SEEN_SET_BYTES = 1000
 def _seen_set_bytes(partition: str, sk: str, ids: Iterable[str]) -> int:
     """What DynamoDB counts of a seen set's item: attribute names and values (a number at most 21 bytes)."""
     return (
-        len("pk" + partition + "sk" + sk + "ids") + len("expires_at") + 21 + sum(len(i.encode()) for i in ids)
+        utf8_size("pk" + partition + "sk" + sk + "ids" + "expires_at") + 21 + sum(utf8_size(i) for i in ids)
     )
 
 
@@ -106,7 +108,7 @@ def _seen_in(
         item = found.get((key["pk"]["S"], key["sk"]["S"]))
         if item is None:
             return False
-        return not key["sk"]["S"].startswith(SEEN_SET_PREFIX) or event_id in item.get("ids", {}).get("SS", ())
+        return not key["sk"]["S"].startswith(SEEN_SET_PREFIX) or event_id in seen_set_ids(item)
 
     return frozenset(event_id for event_id, keys in asked.items() if any(marks(event_id, k) for k in keys))
 
@@ -548,24 +550,23 @@ class DynamoDbQueueStore(DynamoDbTable):
         found = self._batch_get(
             [{"pk": str_attr(partition), "sk": str_attr(sk)} for sks in slices.values() for sk in sks]
         )
-        held = {sk: frozenset(i.get("ids", {}).get("SS", ())) for (_, sk), i in found.items()}
+        held = {sk: seen_set_ids(found.get((partition, sk))) for sks in slices.values() for sk in sks}
+        room = {sk: SEEN_SET_BYTES - _seen_set_bytes(partition, sk, ids) for sk, ids in held.items()}
         added: dict[str, list[AssetEvent]] = {}
         writes: list[dict[str, Any]] = []
         for event in events:
             sks = slices[event.id]
-            if any(event.id in held.get(sk, ()) for sk in sks):
+            if any(event.id in held[sk] for sk in sks):
                 raise ConflictError(f"queue {partition}: an event was marked seen meanwhile; read it again")
-            for sk in sks:
-                members = [*held.get(sk, ()), *(e.id for e in added.get(sk, ())), event.id]
-                if _seen_set_bytes(partition, sk, members) <= SEEN_SET_BYTES:
-                    added.setdefault(sk, []).append(event)
-                    break
-            else:
+            size = utf8_size(event.id)
+            into = next((sk for sk in sks if size <= room[sk]), None)
+            if into is None:
                 writes.append(self._marker_put(partition, event))
+                continue
+            room[into] -= size
+            added.setdefault(into, []).append(event)
         writes += [
-            self._set_add(
-                partition, sk, [e.id for e in members], held=len(held.get(sk, ())), second=members[0]
-            )
+            self._set_add(partition, sk, [e.id for e in members], held=len(held[sk]), second=members[0])
             for sk, members in added.items()
         ]
         return writes

@@ -137,6 +137,11 @@ def seen_set_sks(event: AssetEvent) -> tuple[str, str, str]:
     return second, f"{second}.{hundredths[0]}", f"{second}.{hundredths}"
 
 
+def seen_set_ids(item: Mapping[str, Any] | None) -> frozenset[str]:
+    """The event ids a seen set's item holds (none for a missing item, or one whose ids were all taken out)."""
+    return frozenset((item or {}).get("ids", {}).get("SS", ()))
+
+
 def active_key(pipeline: str) -> dict[str, Any]:
     """The key of a pipeline's ``#ACTIVE`` item (its active-run counter and paused flag)."""
     return {"pk": str_attr(f"PIPELINE#{pipeline}"), "sk": str_attr("#ACTIVE")}

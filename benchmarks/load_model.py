@@ -309,12 +309,7 @@ def unit_costs_from_cost_run(result: Mapping[str, Any]) -> UnitCosts:
     run = {q: (a[q] - b[q]) / (runs_a - runs_b) for q in a}
     event = {q: a[q] - runs_a * run[q] for q in a}
     return UnitCosts(
-        event_write_units=round(event["write_units"], 2),
-        event_read_units=round(event["read_units"], 2),
-        event_requests=round(event["requests"], 2),
-        run_write_units=round(run["write_units"], 2),
-        run_read_units=round(run["read_units"], 2),
-        run_requests=round(run["requests"], 2),
+        **{f"{share}_{q}": round(units[q], 2) for share, units in (("event", event), ("run", run)) for q in a}
     )
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assetflow.adapters.emr import RUN_MOVING_STATES
 from benchmarks._common import (
     ROOT,
     check,
@@ -174,6 +175,11 @@ def _matching_stream_records(event: Mapping[str, Any]) -> int:
     )
 
 
+def _moving_state(event: Mapping[str, Any]) -> int:
+    """1 for a job state change the stack's rule sends to the run-state function, else 0."""
+    return int((event.get("detail") or {}).get("state") in RUN_MOVING_STATES)
+
+
 def record_invocations(started: Any, counter: RequestCounter) -> None:
     """Wrap the pollers' handlers and the launcher's state reporter: each call is a timed Lambda invocation.
 
@@ -204,7 +210,9 @@ def record_invocations(started: Any, counter: RequestCounter) -> None:
             poller.handler = timed(poller.handler, EVALUATOR_FUNCTION, _matching_stream_records)
         elif isinstance(poller, SqsPoller):
             poller.handler = timed(poller.handler, SQS_FUNCTION, lambda e: len(e.get("Records") or []))
-    started.launcher.report = timed(started.launcher.report, RUN_STATE_FUNCTION, lambda e: 1)
+    # The launcher reports every state; the stack's rule invokes the run-state function for a run's end only
+    # (the runtime's report drops the rest, as the rule does).
+    started.launcher.report = timed(started.launcher.report, RUN_STATE_FUNCTION, _moving_state)
 
 
 # ---- reading progress (uncounted) -----------------------------------------------------------------------------
@@ -917,7 +925,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "calls, the producers' sends; DynamoDB Streams reads (free on AWS) are not.",
         "Evaluator invocations: only those carrying new asset events are billed (the stack filters the "
         "stream; the local poller does not, and batches before filtering, so it invokes more often).",
-        "The emr-api launcher reports SUBMITTED, RUNNING and SUCCESS (AWS sends five states per run).",
+        "The emr-api launcher reports SUBMITTED, RUNNING and SUCCESS (AWS sends five states per run); the "
+        "run-state function is billed for the states the stack's rule forwards (a run's end).",
         "Not priced: EMR Serverless compute (no job runs here).",
     ]
     write_result(

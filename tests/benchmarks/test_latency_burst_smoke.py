@@ -98,7 +98,9 @@ def test_burst_quick(tmp_path: Path) -> None:
     # One run per event makes a job, its context and its states per event; two runs make almost none.
     assert single["operations_per_event"]["emr-serverless"]["StartJobRun"] == 1.0
     assert both["operations_per_event"]["emr-serverless"]["StartJobRun"] < 0.5
-    assert single["functions"]["assetflow.functions.handle_job_state"]["invocations"] >= 3 * messages
+    # The run-state function is invoked for each run's end only, as the stack's rule sends it (the launcher
+    # reports three states a run).
+    assert single["functions"]["assetflow.functions.handle_job_state"]["invocations"] == messages
     assert seconds < TIMEOUT
 
 

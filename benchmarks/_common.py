@@ -339,6 +339,13 @@ def emulators(*, dynamodb: bool = True, moto: bool = True) -> Iterator[dict[str,
         yield started
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far, from /proc (Linux)."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def require_root_cwd() -> None:
     """Benchmarks import ``functions`` and read ``pipelines/``: run them from the repository root."""
     if str(ROOT) not in sys.path:

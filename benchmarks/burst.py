@@ -23,6 +23,11 @@ Every AWS request the runtime's functions, pollers and launcher make during the 
 ``benchmarks/_counting.py`` (Lambda invocations: the pollers' handler calls, timed) and priced with
 ``benchmarks/cost.py``: dollars per million events.
 
+Before the bursts (unless ``--no-probe``), the emulators' own limits: moto's SQS requests by queue depth, and
+DynamoDB Local's write ceiling with the machine to itself (items a second through BatchWriteItem into
+assetflow's table and into a bare one). With the items each scenario writes an event (counted), the ceiling
+bounds the events a second a burst can store and evaluate on this machine, whatever the code around it does.
+
 Run: ``.venv/bin/python -m benchmarks.burst [--quick] [--messages N] [--threads N] [--scenarios single and]``.
 """
 
@@ -48,6 +53,7 @@ from benchmarks._common import (
     emulators,
     parser,
     print_table,
+    process_cpu_seconds,
     require_root_cwd,
     runs_of,
     summarize,
@@ -66,6 +72,11 @@ MESSAGES = {"full": 1_000, "quick": 40}
 #: Queue depths (messages already queued) at which the emulator's SQS requests are timed.
 PROBE_DEPTHS = {"full": (0, 1_000, 2_000), "quick": (0, 100)}
 PROBE_CALLS = 5
+#: Items DynamoDB Local's write ceiling is timed with (after as many to warm it), and from how many threads.
+DYNAMODB_PROBE_ITEMS = {"full": 6_000, "quick": 500}
+DYNAMODB_PROBE_THREADS = 4
+#: Items in one BatchWriteItem (DynamoDB's limit).
+DYNAMODB_BATCH = 25
 SENDER_THREADS = 8
 SQS_BATCH = 10
 #: How often progress is read (uncounted reads of the table).
@@ -481,6 +492,67 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
     return found
 
 
+def probe_dynamodb(items: int, *, threads: int = DYNAMODB_PROBE_THREADS) -> dict[str, dict[str, float]]:
+    """DynamoDB Local's write ceiling here: items a second through BatchWriteItem (25 a request) from ``threads``.
+
+    Two tables on one fresh DynamoDB Local: assetflow's (``table_definition()``: a stream and three key-only
+    indexes) and a bare one (keys only). Each takes ``items`` event-sized items once to warm the JVM, then
+    ``items`` more, timed, with DynamoDB Local's CPU per item. No other process shares the machine's cores
+    meanwhile, so a burst, which also runs moto, the runtime and the sender, stores less than this.
+    """
+    from assetflow.adapters.dynamodb.table import table_definition
+    from assetflow_dev import client
+
+    found: dict[str, dict[str, float]] = {}
+    with emulators(moto=False) as started:
+        local = started["dynamodb"]
+        ddb = client("dynamodb", local.endpoint)
+        bare = {
+            "AttributeDefinitions": [
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            "KeySchema": [
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        payload = json.dumps({"burst": uuid.uuid4().hex, "seq": 0, "detail": "x" * 160})
+        for name, definition in (("assetflow_table", table_definition()), ("bare_table", bare)):
+            table = f"probe-{name}"
+            ddb.create_table(TableName=table, **definition)
+
+            def write(first: int, table: str = table) -> None:
+                request = [
+                    {
+                        "PutRequest": {
+                            "Item": {
+                                "pk": {"S": "ASSET#x-bench://probe"},
+                                "sk": {"S": f"EVENT#{n:012d}"},
+                                "payload": {"S": payload},
+                            }
+                        }
+                    }
+                    for n in range(first, min(first + DYNAMODB_BATCH, items))
+                ]
+                pending = {table: request}
+                while pending:
+                    pending = ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+            for timed in (False, True):
+                cpu, began = process_cpu_seconds(local.pid), time.perf_counter()
+                with ThreadPoolExecutor(max_workers=threads) as pool:
+                    list(pool.map(write, range(0, items, DYNAMODB_BATCH)))
+                seconds = time.perf_counter() - began
+                if timed:
+                    found[name] = {
+                        "items_per_second": items / seconds,
+                        "cpu_ms_per_item": (process_cpu_seconds(local.pid) - cpu) * 1000 / items,
+                    }
+    return found
+
+
 def project(probe: Mapping[str, Mapping[str, float]], messages: int) -> dict[str, float]:
     """Seconds to send ``messages`` in batches of 10 into one moto queue, then to receive and delete them all.
 
@@ -694,6 +766,8 @@ def run_burst(scenario: Scenario, deployed: Deployment, messages: int, *, thread
         "usd_per_million_events": priced["total_usd_per_million"],
         "cost_lines": {line["item"]: line["usd_per_million"] for line in priced["lines"]},
         "counts_per_event": {k: v / events for k, v in snapshot["counts"].items()},
+        # Items written (a batch's and a transaction's one by one): what DynamoDB Local's time goes by.
+        "item_writes_per_event": sum(w["writes"] for w in snapshot["writes"].values()) / events,
         "operations": snapshot["operations"],
         "functions": snapshot["functions"],
         "timeline": clock.timeline,
@@ -810,6 +884,7 @@ def summary(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
     found["checks"] = last["checks"]
     found["counts_per_event"] = last["counts_per_event"]
+    found["item_writes_per_event"] = last["item_writes_per_event"]
     found["operations_per_event"] = {
         service: {op: round(t["calls"] / last["events"], 3) for op, t in ops.items()}
         for service, ops in last["operations"].items()
@@ -841,6 +916,14 @@ def _print(per_scenario: Mapping[str, Any], runs: int) -> None:
         for key, _, label in FIGURES
     ]
     rows += [[label, *(_cell(per_scenario[n][key]) for n in names)] for key, label in RATES]
+    rows.append(["DynamoDB item writes an event", *(per_scenario[n]["item_writes_per_event"] for n in names)])
+    if all("dynamodb_local_bound_events_per_second" in per_scenario[n] for n in names):
+        rows.append(
+            [
+                "events/s DynamoDB Local's writes allow",
+                *(per_scenario[n]["dynamodb_local_bound_events_per_second"] for n in names),
+            ]
+        )
     print_table(f"Burst (median [min-max] of {runs} run(s))", ["figure", *names], rows)
     first = names[0]
     lines = list(per_scenario[first]["cost_lines"])
@@ -852,6 +935,14 @@ def _print(per_scenario: Mapping[str, Any], runs: int) -> None:
 
 
 def _print_probe(emulator: Mapping[str, Any]) -> None:
+    print_table(
+        "DynamoDB Local alone: BatchWriteItem of 25 from 4 threads",
+        ["table", "items/s", "CPU ms an item"],
+        [
+            [name, t["items_per_second"], t["cpu_ms_per_item"]]
+            for name, t in emulator["dynamodb_writes"].items()
+        ],
+    )
     by_depth = emulator["ms_per_request_by_depth"]
     print_table(
         "moto SQS: ms per request (10 messages) by queue depth",
@@ -877,7 +968,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scenarios", nargs="+", choices=sorted(SCENARIOS), default=list(SCENARIOS), help="which scenarios"
     )
     arguments.add_argument(
-        "--no-probe", action="store_true", help="skip timing the SQS emulator by queue depth"
+        "--no-probe",
+        action="store_true",
+        help="skip timing the SQS emulator by queue depth and DynamoDB Local's write ceiling",
     )
     args = arguments.parse_args(argv)
     runs = runs_of(args)
@@ -894,6 +987,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ms_per_request_by_depth": probe,
             "projected_seconds": {str(n): project(probe, n) for n in sorted({messages, 10_000})},
         }
+        print("timing DynamoDB Local's writes (BatchWriteItem) alone", flush=True)
+        emulator["dynamodb_writes"] = probe_dynamodb(DYNAMODB_PROBE_ITEMS[mode])
         _print_probe(emulator)
 
     measured: dict[str, list[dict[str, Any]]] = {name: [] for name in args.scenarios}
@@ -916,6 +1011,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_scenario = {name: summary(results) for name, results in measured.items()}
     for name in per_scenario:
         per_scenario[name]["description"] = SCENARIOS[name].description
+        if "dynamodb_writes" in emulator:
+            # At most this many events a second could be stored and evaluated if DynamoDB Local did nothing
+            # but the burst's item writes at its ceiling, with the machine to itself.
+            ceiling = emulator["dynamodb_writes"]["assetflow_table"]["items_per_second"]
+            per_scenario[name]["dynamodb_local_bound_events_per_second"] = (
+                ceiling / per_scenario[name]["item_writes_per_event"]
+            )
     _print(per_scenario, runs)
     notes = [
         "One fresh local runtime (emr-api launcher) per round, both scenarios' pipelines deployed; during a "
@@ -931,7 +1033,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     write_result(
         NAME,
-        {"scenarios": per_scenario, "sqs_emulator": emulator},
+        {"scenarios": per_scenario, "emulators": emulator},
         results_dir=args.results_dir,
         quick=args.quick,
         parameters={"runs": runs, "messages": messages, "threads": args.threads, "scenarios": args.scenarios},

@@ -101,6 +101,18 @@ def test_burst_quick(tmp_path: Path) -> None:
     # The run-state function is invoked for each run's end only, as the stack's rule sends it (the launcher
     # reports three states a run).
     assert single["functions"]["assetflow.functions.handle_job_state"]["invocations"] == messages
+    # DynamoDB Local's write ceiling, alone: the project's table (a stream, three indexes) takes fewer items a
+    # second than a bare one, and bounds each scenario by the items it writes an event.
+    ceiling = document["results"]["emulators"]["dynamodb_writes"]
+    assert 0 < ceiling["assetflow_table"]["items_per_second"] < ceiling["bare_table"]["items_per_second"]
+    assert ceiling["assetflow_table"]["cpu_ms_per_item"] > 0
+    # An event of the single pipeline is written, makes a run (its item, the queue's head, the pending item)
+    # and the run's updates; an event of a & b is written and queued.
+    assert single["item_writes_per_event"] > both["item_writes_per_event"] >= 1.5
+    for scenario in (single, both):
+        assert scenario["dynamodb_local_bound_events_per_second"] == pytest.approx(
+            ceiling["assetflow_table"]["items_per_second"] / scenario["item_writes_per_event"], rel=1e-3
+        )
     assert seconds < TIMEOUT
 
 

@@ -26,7 +26,8 @@ Every AWS request the runtime's functions, pollers and launcher make during the 
 Before the bursts (unless ``--no-probe``), the emulators' own limits: moto's SQS requests by queue depth, and
 DynamoDB Local's write ceiling with the machine to itself (items a second through BatchWriteItem into
 assetflow's table and into a bare one). With the items each scenario writes an event (counted), the ceiling
-bounds the events a second a burst can store and evaluate on this machine, whatever the code around it does.
+bounds the events a second a burst can store and evaluate on this machine, whatever the code around it does;
+moto's SQS times, summed over the burst's sends, receives and deletes, bound the messages a second it passes.
 
 Run: ``.venv/bin/python -m benchmarks.burst [--quick] [--messages N] [--threads N] [--scenarios single and]``.
 """
@@ -917,13 +918,12 @@ def _print(per_scenario: Mapping[str, Any], runs: int) -> None:
     ]
     rows += [[label, *(_cell(per_scenario[n][key]) for n in names)] for key, label in RATES]
     rows.append(["DynamoDB item writes an event", *(per_scenario[n]["item_writes_per_event"] for n in names)])
-    if all("dynamodb_local_bound_events_per_second" in per_scenario[n] for n in names):
-        rows.append(
-            [
-                "events/s DynamoDB Local's writes allow",
-                *(per_scenario[n]["dynamodb_local_bound_events_per_second"] for n in names),
-            ]
-        )
+    for key, label in (
+        ("dynamodb_local_bound_events_per_second", "events/s DynamoDB Local's writes allow"),
+        ("moto_sqs_bound_events_per_second", "messages/s moto's SQS passes (in and out)"),
+    ):
+        if all(key in per_scenario[n] for n in names):
+            rows.append([label, *(per_scenario[n][key] for n in names)])
     print_table(f"Burst (median [min-max] of {runs} run(s))", ["figure", *names], rows)
     first = names[0]
     lines = list(per_scenario[first]["cost_lines"])
@@ -1011,13 +1011,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_scenario = {name: summary(results) for name, results in measured.items()}
     for name in per_scenario:
         per_scenario[name]["description"] = SCENARIOS[name].description
-        if "dynamodb_writes" in emulator:
+        if emulator:
             # At most this many events a second could be stored and evaluated if DynamoDB Local did nothing
             # but the burst's item writes at its ceiling, with the machine to itself.
             ceiling = emulator["dynamodb_writes"]["assetflow_table"]["items_per_second"]
             per_scenario[name]["dynamodb_local_bound_events_per_second"] = (
                 ceiling / per_scenario[name]["item_writes_per_event"]
             )
+            # And at most this many messages a second pass through moto's SQS, in and out: one server
+            # process, whose requests take its interpreter one at a time.
+            through = emulator["projected_seconds"][str(messages)]
+            seconds = through["send_seconds"] + through["drain_seconds"]
+            if seconds > 0:
+                per_scenario[name]["moto_sqs_bound_events_per_second"] = messages / seconds
     _print(per_scenario, runs)
     notes = [
         "One fresh local runtime (emr-api launcher) per round, both scenarios' pipelines deployed; during a "

@@ -109,9 +109,13 @@ def test_burst_quick(tmp_path: Path) -> None:
     # An event of the single pipeline is written, makes a run (its item, the queue's head, the pending item)
     # and the run's updates; an event of a & b is written and queued.
     assert single["item_writes_per_event"] > both["item_writes_per_event"] >= 1.5
+    through = document["results"]["emulators"]["projected_seconds"][str(messages)]
     for scenario in (single, both):
         assert scenario["dynamodb_local_bound_events_per_second"] == pytest.approx(
             ceiling["assetflow_table"]["items_per_second"] / scenario["item_writes_per_event"], rel=1e-3
+        )
+        assert scenario["moto_sqs_bound_events_per_second"] == pytest.approx(
+            messages / (through["send_seconds"] + through["drain_seconds"]), rel=1e-3
         )
     assert seconds < TIMEOUT
 

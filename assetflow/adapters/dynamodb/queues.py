@@ -12,8 +12,6 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from assetflow.adapters.dynamodb.control import consumed_version_puts
 from assetflow.adapters.dynamodb.keys import utf8_size
 from assetflow.adapters.dynamodb.runs import pending_adds, run_key, run_put
@@ -23,6 +21,7 @@ from assetflow.adapters.dynamodb.table import (
     TRANSACTION_MAX,
     DynamoDbTable,
     active_key,
+    cancellation_reasons,
     entry_sk,
     epoch_seconds,
     generation_prefix,
@@ -511,8 +510,7 @@ class DynamoDbQueueStore(DynamoDbTable):
         event then passes ``already_queued`` and would be counted in the head's summary a second time. The
         entry's conditional put refuses it instead, and with the marker back the evaluator's retry skips it.
         """
-        cause = exc.__cause__
-        reasons = cause.response.get("CancellationReasons", []) if isinstance(cause, ClientError) else []
+        reasons = cancellation_reasons(exc)
         present = [
             writes[i]["Put"]["Item"]
             for i, reason in enumerate(reasons)

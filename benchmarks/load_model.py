@@ -258,19 +258,18 @@ BRANCH_SINGLE_KEYS = KeyLoad(
     runs_index_write_per_run=1.0,
     pipeline_runs_index_write_per_run=1.0,
 )
-BRANCH_SINGLE = replace(
-    SINGLE,
-    keys=BRANCH_SINGLE_KEYS,
-    evaluator_eventbridge_calls=0.0,  # listener events only for the types an environment subscribes to
-    run_state_invocations=1.0,  # the rule delivers a job's end only (a run is running from its submission)
-)
+#: What the branch changes in both shapes besides their keys.
+_BRANCH_CALLS: dict[str, float] = {
+    "evaluator_eventbridge_calls": 0.0,  # listener events only for the types an environment subscribes to
+    "run_state_invocations": 1.0,  # the rule delivers a job's end only (a run is running from its submission)
+}
+BRANCH_SINGLE = replace(SINGLE, keys=BRANCH_SINGLE_KEYS, **_BRANCH_CALLS)
 BRANCH_AND = replace(
     AND,
     # Reads per event on the queue's key: its marker (1), its sets (shared by the events of a slice of time) and
     # the sets' read before they are written; the cost run counts 1.0 read unit an event more than with markers.
     keys=replace(BRANCH_SINGLE_KEYS, queue_write=2.2, queue_read=2.25),
-    evaluator_eventbridge_calls=0.0,
-    run_state_invocations=1.0,
+    **_BRANCH_CALLS,
 )
 BRANCH_SHAPES: dict[str, Shape] = {BRANCH_SINGLE.name: BRANCH_SINGLE, BRANCH_AND.name: BRANCH_AND}
 #: Per event and per run (with its outlet event), solved from this branch's cost benchmark

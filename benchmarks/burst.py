@@ -35,6 +35,7 @@ Run: ``.venv/bin/python -m benchmarks.burst [--quick] [--messages N] [--threads 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -72,7 +73,8 @@ NAME = "burst"
 MESSAGES = {"full": 1_000, "quick": 40}
 #: Queue depths (messages already queued) at which the emulator's SQS requests are timed.
 PROBE_DEPTHS = {"full": (0, 1_000, 2_000), "quick": (0, 100)}
-PROBE_CALLS = 5
+#: Requests of each kind timed per depth (enough for moto's CPU time, read in clock ticks, to add up).
+PROBE_CALLS = 20
 #: Items DynamoDB Local's write ceiling is timed with (after as many to warm it), and from how many threads.
 DYNAMODB_PROBE_ITEMS = {"full": 6_000, "quick": 500}
 DYNAMODB_PROBE_THREADS = 4
@@ -80,6 +82,8 @@ DYNAMODB_PROBE_THREADS = 4
 DYNAMODB_BATCH = 25
 SENDER_THREADS = 8
 SQS_BATCH = 10
+#: The machine's cores (what every process of a burst shares).
+CORES = os.cpu_count() or 1
 #: How often progress is read (uncounted reads of the table).
 PROGRESS_SECONDS = 1.0
 #: Progress samples kept in the JSON: one every this many seconds.
@@ -443,7 +447,8 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
     moto (5.2.5) as shipped computes the queue's attributes, counting its messages, for every message it sends
     or receives, so each request costs time proportional to the backlog; the local runtime's moto server
     (``assetflow_dev.moto_server``) patches that out. This checks the emulator's share of a burst stays small,
-    and projects what the issue's 10,000 take through it.
+    and projects what the issue's 10,000 take through it. Beside each request's round trip (the median), moto's
+    own CPU time a request (the mean): its server answers through one interpreter, a request at a time.
     """
     import statistics
 
@@ -451,7 +456,8 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
 
     found: dict[str, Any] = {}
     with emulators(dynamodb=False) as started:
-        sqs = client("sqs", started["moto"].endpoint)
+        moto = started["moto"]
+        sqs = client("sqs", moto.endpoint)
         dlq = sqs.create_queue(QueueName="probe-dlq")["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
@@ -471,10 +477,12 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
                 depth += SQS_BATCH
             timings: dict[str, list[float]] = {"send_batch_ms": [], "receive_ms": [], "delete_batch_ms": []}
+            cpu = process_cpu_seconds(moto.pid)
             for _ in range(PROBE_CALLS):
                 began = time.perf_counter()
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
                 timings["send_batch_ms"].append((time.perf_counter() - began) * 1000)
+            sent_cpu, cpu = process_cpu_seconds(moto.pid) - cpu, process_cpu_seconds(moto.pid)
             for _ in range(PROBE_CALLS):
                 began = time.perf_counter()
                 received = sqs.receive_message(
@@ -490,6 +498,11 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
                 )
                 timings["delete_batch_ms"].append((time.perf_counter() - began) * 1000)
             found[str(target)] = {name: statistics.median(values) for name, values in timings.items()}
+            found[str(target)] |= {
+                "send_batch_cpu_ms": sent_cpu * 1000 / PROBE_CALLS,
+                # A receive and the delete of what it received.
+                "drain_cpu_ms": (process_cpu_seconds(moto.pid) - cpu) * 1000 / PROBE_CALLS,
+            }
     return found
 
 
@@ -571,7 +584,12 @@ def project(probe: Mapping[str, Mapping[str, float]], messages: int) -> dict[str
         # Mean depth over the batches: half the burst.
         return max(0.0, batches * (at_low + slope * messages / 2))
 
-    return {"send_seconds": total("send_batch_ms"), "drain_seconds": total("receive_ms", "delete_batch_ms")}
+    return {
+        "send_seconds": total("send_batch_ms"),
+        "drain_seconds": total("receive_ms", "delete_batch_ms"),
+        # moto's own CPU time for all of it: its interpreter's time, which its requests take one at a time.
+        "moto_cpu_seconds": total("send_batch_cpu_ms", "drain_cpu_ms"),
+    }
 
 
 # ---- one burst ------------------------------------------------------------------------------------------------
@@ -654,6 +672,19 @@ def follow(
         time.sleep(PROGRESS_SECONDS)
 
 
+def machine_processes(started: Any) -> dict[str, int]:
+    """The processes a burst keeps busy: this one (the runtime, its functions and the sender), the emulators."""
+    found = {"runtime": os.getpid()}
+    for name, emulator in (
+        ("dynamodb_local", started.dynamodb),
+        ("moto", started.moto),
+        ("kafka", started.kafka),
+    ):
+        if emulator is not None and emulator.pid is not None:
+            found[name] = emulator.pid
+    return found
+
+
 @contextmanager
 def only_pollers_of(started: Any, scenario: Scenario) -> Iterator[None]:
     """Stop the SQS pollers of the other scenarios' queues for the block, as if only this one were deployed."""
@@ -717,6 +748,8 @@ def run_burst(scenario: Scenario, deployed: Deployment, messages: int, *, thread
             wait_until(lambda: monitor.pending(scenario.pipeline) == 1, deadline=deadline, what="b queued")
         # What the runtime did before (starting, idling, other bursts) is not this burst's.
         counter.reset()
+        processes = machine_processes(started)
+        cpu_before = {name: process_cpu_seconds(pid) for name, pid in processes.items()}
         log_bytes = log_path.stat().st_size
         clock = Clock(started=time.perf_counter(), timeline=[])
         times: dict[str, float] = {}
@@ -747,6 +780,8 @@ def run_burst(scenario: Scenario, deployed: Deployment, messages: int, *, thread
         counter.record_log_bytes(log_path.stat().st_size - log_bytes)
         # The burst's requests end here: what follows (checks, idle polls, stopping) is not counted.
         snapshot = counter.snapshot()
+        cpu = {name: process_cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
+        wall = clock.now()
         checked = verify(scenario, monitor, started, messages=messages, token=token, ids=ids)
 
     events = scenario.expected_events(messages)
@@ -767,6 +802,9 @@ def run_burst(scenario: Scenario, deployed: Deployment, messages: int, *, thread
         "usd_per_million_events": priced["total_usd_per_million"],
         "cost_lines": {line["item"]: line["usd_per_million"] for line in priced["lines"]},
         "counts_per_event": {k: v / events for k, v in snapshot["counts"].items()},
+        # The machine's CPU through the burst (from the first send until every run succeeded), by process.
+        "cpu_ms_per_event": {name: seconds * 1000 / events for name, seconds in cpu.items()},
+        "cpu_busy_percent": 100 * sum(cpu.values()) / (wall * CORES),
         # Items written (a batch's and a transaction's one by one): what DynamoDB Local's time goes by.
         "item_writes_per_event": sum(w["writes"] for w in snapshot["writes"].values()) / events,
         "operations": snapshot["operations"],
@@ -886,6 +924,14 @@ def summary(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     found["checks"] = last["checks"]
     found["counts_per_event"] = last["counts_per_event"]
     found["item_writes_per_event"] = last["item_writes_per_event"]
+    found["cpu_ms_per_event"] = {
+        name: summarize([r["cpu_ms_per_event"][name] for r in results]) for name in last["cpu_ms_per_event"]
+    }
+    found["cpu_busy_percent"] = summarize([r["cpu_busy_percent"] for r in results])
+    # At most this many events a second if the machine's cores did nothing else than this CPU an event.
+    found["cpu_bound_events_per_second"] = (
+        CORES * 1000 / sum(figure["median"] for figure in found["cpu_ms_per_event"].values())
+    )
     found["operations_per_event"] = {
         service: {op: round(t["calls"] / last["events"], 3) for op, t in ops.items()}
         for service, ops in last["operations"].items()
@@ -918,7 +964,14 @@ def _print(per_scenario: Mapping[str, Any], runs: int) -> None:
     ]
     rows += [[label, *(_cell(per_scenario[n][key]) for n in names)] for key, label in RATES]
     rows.append(["DynamoDB item writes an event", *(per_scenario[n]["item_writes_per_event"] for n in names)])
+    processes = list(per_scenario[names[0]]["cpu_ms_per_event"])
+    rows += [
+        [f"CPU ms an event: {process}", *(_cell(per_scenario[n]["cpu_ms_per_event"][process]) for n in names)]
+        for process in processes
+    ]
+    rows.append(["CPU busy, % of the machine", *(_cell(per_scenario[n]["cpu_busy_percent"]) for n in names)])
     for key, label in (
+        ("cpu_bound_events_per_second", f"events/s {CORES} cores allow at that CPU"),
         ("dynamodb_local_bound_events_per_second", "events/s DynamoDB Local's writes allow"),
         ("moto_sqs_bound_events_per_second", "messages/s moto's SQS passes (in and out)"),
     ):
@@ -945,14 +998,32 @@ def _print_probe(emulator: Mapping[str, Any]) -> None:
     )
     by_depth = emulator["ms_per_request_by_depth"]
     print_table(
-        "moto SQS: ms per request (10 messages) by queue depth",
-        ["depth", "SendMessageBatch", "ReceiveMessage", "DeleteMessageBatch"],
-        [[int(d), t["send_batch_ms"], t["receive_ms"], t["delete_batch_ms"]] for d, t in by_depth.items()],
+        "moto SQS: ms per request (10 messages) by queue depth; moto's CPU ms",
+        [
+            "depth",
+            "SendMessageBatch",
+            "ReceiveMessage",
+            "DeleteMessageBatch",
+            "CPU send",
+            "CPU receive+delete",
+        ],
+        [
+            [
+                int(d),
+                t["send_batch_ms"],
+                t["receive_ms"],
+                t["delete_batch_ms"],
+                t["send_batch_cpu_ms"],
+                t["drain_cpu_ms"],
+            ]
+            for d, t in by_depth.items()
+        ],
     )
     for n, found in emulator["projected_seconds"].items():
         print(
-            f"projected for {int(n):,} messages through one moto queue: send {found['send_seconds']:,.0f} s, "
-            f"receive and delete {found['drain_seconds']:,.0f} s (emulator time alone)"
+            f"projected for {int(n):,} messages through one moto queue: send {found['send_seconds']:,.1f} s, "
+            f"receive and delete {found['drain_seconds']:,.1f} s (emulator time alone); "
+            f"moto's CPU {found['moto_cpu_seconds']:,.1f} s"
         )
 
 
@@ -1018,12 +1089,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             per_scenario[name]["dynamodb_local_bound_events_per_second"] = (
                 ceiling / per_scenario[name]["item_writes_per_event"]
             )
-            # And at most this many messages a second pass through moto's SQS, in and out: one server
-            # process, whose requests take its interpreter one at a time.
-            through = emulator["projected_seconds"][str(messages)]
-            seconds = through["send_seconds"] + through["drain_seconds"]
-            if seconds > 0:
-                per_scenario[name]["moto_sqs_bound_events_per_second"] = messages / seconds
+            # And at most this many messages a second pass through moto's SQS, in and out, with a core to
+            # itself: one server process, whose requests take its interpreter one at a time.
+            moto_seconds = emulator["projected_seconds"][str(messages)]["moto_cpu_seconds"]
+            if moto_seconds > 0:
+                per_scenario[name]["moto_sqs_bound_events_per_second"] = messages / moto_seconds
     _print(per_scenario, runs)
     notes = [
         "One fresh local runtime (emr-api launcher) per round, both scenarios' pipelines deployed; during a "

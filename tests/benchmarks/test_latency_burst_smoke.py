@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 
@@ -115,7 +116,15 @@ def test_burst_quick(tmp_path: Path) -> None:
             ceiling["assetflow_table"]["items_per_second"] / scenario["item_writes_per_event"], rel=1e-3
         )
         assert scenario["moto_sqs_bound_events_per_second"] == pytest.approx(
-            messages / (through["send_seconds"] + through["drain_seconds"]), rel=1e-3
+            messages / through["moto_cpu_seconds"], rel=1e-3
+        )
+        # The machine's CPU through the burst, by process: every part worked, and no more than the cores.
+        cpu = {name: figure["median"] for name, figure in scenario["cpu_ms_per_event"].items()}
+        assert {"runtime", "dynamodb_local", "moto"} <= set(cpu)
+        assert cpu["runtime"] > 0 and cpu["dynamodb_local"] > 0
+        assert 0 < scenario["cpu_busy_percent"]["median"] <= 105
+        assert scenario["cpu_bound_events_per_second"] == pytest.approx(
+            (os.cpu_count() or 1) * 1000 / sum(cpu.values()), rel=1e-3
         )
     assert seconds < TIMEOUT
 

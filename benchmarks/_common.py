@@ -339,11 +339,34 @@ def emulators(*, dynamodb: bool = True, moto: bool = True) -> Iterator[dict[str,
         yield started
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) a running process has used so far, from /proc (Linux)."""
-    raw = Path(f"/proc/{pid}/stat").read_text()
+#: /proc counts CPU time in clock ticks.
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_stat(pid: int) -> tuple[int, float, str] | None:
+    """A process's parent pid, CPU seconds (user + system) so far and command name, from /proc (Linux).
+
+    None once the process is gone.
+    """
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = raw[raw.index("(") + 1 : raw.rindex(")")]
     fields = raw[raw.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS, name
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far.
+
+    Raises:
+        ProcessLookupError: no such process.
+    """
+    found = process_stat(pid)
+    if found is None:
+        raise ProcessLookupError(f"no process {pid}")
+    return found[1]
 
 
 def require_root_cwd() -> None:

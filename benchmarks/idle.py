@@ -31,6 +31,7 @@ from benchmarks._common import (
     check,
     parser,
     print_table,
+    process_stat,
     progress,
     require_root_cwd,
     runs_of,
@@ -53,18 +54,6 @@ LAUNCHER_ARGS: dict[str, tuple[str, ...]] = {
 }
 #: The target of issue 13, item 6: the idle runtime under 1 % of a core.
 TARGET_PERCENT = 1.0
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> tuple[int, float, str] | None:
-    """A process's parent pid, CPU seconds (user + system) and command name, from /proc."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    name = raw[raw.index("(") + 1 : raw.rindex(")")]
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS, name
 
 
 def tree(root: int) -> dict[int, tuple[float, str]]:
@@ -72,7 +61,7 @@ def tree(root: int) -> dict[int, tuple[float, str]]:
     stats = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            found = _stat(int(entry.name))
+            found = process_stat(int(entry.name))
             if found is not None:
                 stats[int(entry.name)] = found
     members = {root}

@@ -485,7 +485,8 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
                 began = time.perf_counter()
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
                 timings["send_batch_ms"].append((time.perf_counter() - began) * 1000)
-            sent_cpu, cpu = process_cpu_seconds(moto.pid) - cpu, process_cpu_seconds(moto.pid)
+            sent = process_cpu_seconds(moto.pid)
+            sent_cpu, cpu = sent - cpu, sent
             for _ in range(PROBE_CALLS):
                 began = time.perf_counter()
                 received = sqs.receive_message(
@@ -524,19 +525,16 @@ def probe_dynamodb(items: int, *, threads: int = DYNAMODB_PROBE_THREADS) -> dict
     with emulators(moto=False) as started:
         local = started["dynamodb"]
         ddb = client("dynamodb", local.endpoint)
+        full = table_definition()
+        # The same table without its indexes and stream: its keys only.
+        keys = {k["AttributeName"] for k in full["KeySchema"]}
         bare = {
-            "AttributeDefinitions": [
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            "KeySchema": [
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [a for a in full["AttributeDefinitions"] if a["AttributeName"] in keys],
+            "KeySchema": full["KeySchema"],
+            "BillingMode": full["BillingMode"],
         }
         payload = json.dumps({"burst": uuid.uuid4().hex, "seq": 0, "detail": "x" * 160})
-        for name, definition in (("assetflow_table", table_definition()), ("bare_table", bare)):
+        for name, definition in (("assetflow_table", full), ("bare_table", bare)):
             table = f"probe-{name}"
             ddb.create_table(TableName=table, **definition)
 

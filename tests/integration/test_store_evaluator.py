@@ -13,6 +13,7 @@ import pytest
 
 from assetflow import Asset, AssetAlias, Catalog, PartitionedAssetSchedule, Pipeline, SparkJob
 from assetflow.adapters.dynamodb import DynamoDbStore
+from assetflow.adapters.dynamodb.table import SEEN_SET_PREFIX
 from assetflow.core.errors import ConflictError
 from assetflow.core.events import AssetEvent, Run, RunState
 from assetflow.core.pipeline import Pipeline as PipelineType
@@ -114,26 +115,27 @@ def test_redelivered_stream_record_is_not_queued_again(store: DynamoDbStore) -> 
     assert store.list_queue("both") == []
 
 
-def queue_items(store: DynamoDbStore, pipeline: str) -> list[str]:
-    """The sort keys under a pipeline's (unkeyed) queue partition: its entries and seen markers."""
+def queue_partition(store: DynamoDbStore, pipeline: str, prefix: str = "") -> list[dict[str, Any]]:
+    """The items under a pipeline's (unkeyed) queue partition whose sort keys start with ``prefix``."""
+    values = {":p": {"S": f"QUEUE#{pipeline}#"}} | ({":s": {"S": prefix}} if prefix else {})
     answer = store._db.query(
         TableName=store.table,
-        KeyConditionExpression="pk = :p",
-        ExpressionAttributeValues={":p": {"S": f"QUEUE#{pipeline}#"}},
+        KeyConditionExpression="pk = :p" + (" AND begins_with(sk, :s)" if prefix else ""),
+        ExpressionAttributeValues=values,
+        ConsistentRead=True,
     )
-    return sorted(item["sk"]["S"] for item in answer["Items"])
+    return list(answer["Items"])
+
+
+def queue_items(store: DynamoDbStore, pipeline: str) -> list[str]:
+    """The sort keys under a pipeline's (unkeyed) queue partition: its entries and seen marks."""
+    return sorted(item["sk"]["S"] for item in queue_partition(store, pipeline))
 
 
 def seen_marks(store: DynamoDbStore, pipeline: str) -> dict[str, str]:
     """The events an (unkeyed) queue marked seen, each with where: in a seen set ("set") or its own marker."""
-    answer = store._db.query(
-        TableName=store.table,
-        KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
-        ExpressionAttributeValues={":p": {"S": f"QUEUE#{pipeline}#"}, ":s": {"S": "SEEN"}},
-        ConsistentRead=True,
-    )
     marks: dict[str, str] = {}
-    for item in answer["Items"]:
+    for item in queue_partition(store, pipeline, "SEEN"):
         if item["sk"]["S"].startswith("SEEN#"):
             marks[item["sk"]["S"].removeprefix("SEEN#")] = "marker"
         for event_id in item.get("ids", {}).get("SS", []):
@@ -209,13 +211,7 @@ def same_second(
 
 def seen_sets(store: DynamoDbStore, pipeline: str) -> dict[str, dict[str, Any]]:
     """An (unkeyed) queue's seen set items by sort key."""
-    answer = store._db.query(
-        TableName=store.table,
-        KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
-        ExpressionAttributeValues={":p": {"S": f"QUEUE#{pipeline}#"}, ":s": {"S": "SEENSET#"}},
-        ConsistentRead=True,
-    )
-    return {item["sk"]["S"]: item for item in answer["Items"]}
+    return {item["sk"]["S"]: item for item in queue_partition(store, pipeline, SEEN_SET_PREFIX)}
 
 
 def test_a_waiting_queue_marks_a_seconds_events_in_one_set_and_takes_each_once(store: DynamoDbStore) -> None:

@@ -480,13 +480,14 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
                 depth += SQS_BATCH
             timings: dict[str, list[float]] = {"send_batch_ms": [], "receive_ms": [], "delete_batch_ms": []}
-            cpu = process_cpu_seconds(moto.pid)
+            cpu, mine = process_cpu_seconds(moto.pid), time.process_time()
             for _ in range(PROBE_CALLS):
                 began = time.perf_counter()
                 sqs.send_message_batch(QueueUrl=url, Entries=entries)
                 timings["send_batch_ms"].append((time.perf_counter() - began) * 1000)
-            sent = process_cpu_seconds(moto.pid)
+            sent, sent_mine = process_cpu_seconds(moto.pid), time.process_time()
             sent_cpu, cpu = sent - cpu, sent
+            sent_client_cpu, mine = sent_mine - mine, sent_mine
             for _ in range(PROBE_CALLS):
                 began = time.perf_counter()
                 received = sqs.receive_message(
@@ -506,6 +507,9 @@ def probe_sqs(depths: Sequence[int]) -> dict[str, Any]:
                 "send_batch_cpu_ms": sent_cpu * 1000 / PROBE_CALLS,
                 # A receive and the delete of what it received.
                 "drain_cpu_ms": (process_cpu_seconds(moto.pid) - cpu) * 1000 / PROBE_CALLS,
+                # This process's CPU for the same requests: the SDK's side (botocore) of each.
+                "send_batch_client_cpu_ms": sent_client_cpu * 1000 / PROBE_CALLS,
+                "drain_client_cpu_ms": (time.process_time() - mine) * 1000 / PROBE_CALLS,
             }
     return found
 
@@ -556,7 +560,7 @@ def probe_dynamodb(items: int, *, threads: int = DYNAMODB_PROBE_THREADS) -> dict
                     pending = ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
             for timed in (False, True):
-                cpu, began = process_cpu_seconds(local.pid), time.perf_counter()
+                cpu, mine, began = process_cpu_seconds(local.pid), time.process_time(), time.perf_counter()
                 with ThreadPoolExecutor(max_workers=threads) as pool:
                     list(pool.map(write, range(0, items, DYNAMODB_BATCH)))
                 seconds = time.perf_counter() - began
@@ -564,6 +568,8 @@ def probe_dynamodb(items: int, *, threads: int = DYNAMODB_PROBE_THREADS) -> dict
                     found[name] = {
                         "items_per_second": items / seconds,
                         "cpu_ms_per_item": (process_cpu_seconds(local.pid) - cpu) * 1000 / items,
+                        # This process's CPU an item: the SDK's side of the batch writes.
+                        "client_cpu_ms_per_item": (time.process_time() - mine) * 1000 / items,
                     }
     return found
 
@@ -590,7 +596,24 @@ def project(probe: Mapping[str, Mapping[str, float]], messages: int) -> dict[str
         "drain_seconds": total("receive_ms", "delete_batch_ms"),
         # moto's own CPU time for all of it: its interpreter's time, which its requests take one at a time.
         "moto_cpu_seconds": total("send_batch_cpu_ms", "drain_cpu_ms"),
+        # The SDK's CPU time for the same requests, on the sender's and the poller's side.
+        "client_cpu_seconds": total("send_batch_client_cpu_ms", "drain_client_cpu_ms"),
     }
+
+
+def floor_cpu_ms(emulator: Mapping[str, Any], messages: int, item_writes_per_event: float) -> float:
+    """The machine's CPU an event for a burst's unavoidable requests alone, from the probes: a floor.
+
+    Each message sent, received and deleted through moto's SQS (10 a request) and the event's item writes
+    through DynamoDB Local (25 a request), both sides of each request: the emulator's CPU and the SDK's. A
+    burst also reads its stream, evaluates, commits and submits, so its CPU an event is above this, and
+    ``CORES * 1000 / floor`` is more events a second than any burst of it can reach here.
+    """
+    sqs = emulator["projected_seconds"][str(messages)]
+    writes = emulator["dynamodb_writes"]["assetflow_table"]
+    per_message = (sqs["moto_cpu_seconds"] + sqs["client_cpu_seconds"]) * 1000 / messages
+    per_item = writes["cpu_ms_per_item"] + writes["client_cpu_ms_per_item"]
+    return per_message + item_writes_per_event * per_item
 
 
 # ---- one burst ------------------------------------------------------------------------------------------------
@@ -975,6 +998,8 @@ def _print(per_scenario: Mapping[str, Any], runs: int) -> None:
         ("cpu_bound_events_per_second", f"events/s {CORES} cores allow at that CPU"),
         ("dynamodb_local_bound_events_per_second", "events/s DynamoDB Local's writes allow"),
         ("moto_sqs_bound_events_per_second", "messages/s moto's SQS passes (in and out)"),
+        ("floor_cpu_ms_per_event", "CPU ms an event for its SQS and writes alone"),
+        ("floor_bound_events_per_second", f"events/s {CORES} cores allow at that floor"),
     ):
         if all(key in per_scenario[n] for n in names):
             rows.append([label, *(per_scenario[n][key] for n in names)])
@@ -991,9 +1016,9 @@ def _print(per_scenario: Mapping[str, Any], runs: int) -> None:
 def _print_probe(emulator: Mapping[str, Any]) -> None:
     print_table(
         "DynamoDB Local alone: BatchWriteItem of 25 from 4 threads",
-        ["table", "items/s", "CPU ms an item"],
+        ["table", "items/s", "CPU ms an item", "client CPU ms an item"],
         [
-            [name, t["items_per_second"], t["cpu_ms_per_item"]]
+            [name, t["items_per_second"], t["cpu_ms_per_item"], t["client_cpu_ms_per_item"]]
             for name, t in emulator["dynamodb_writes"].items()
         ],
     )
@@ -1007,6 +1032,8 @@ def _print_probe(emulator: Mapping[str, Any]) -> None:
             "DeleteMessageBatch",
             "CPU send",
             "CPU receive+delete",
+            "client CPU send",
+            "client CPU receive+delete",
         ],
         [
             [
@@ -1016,6 +1043,8 @@ def _print_probe(emulator: Mapping[str, Any]) -> None:
                 t["delete_batch_ms"],
                 t["send_batch_cpu_ms"],
                 t["drain_cpu_ms"],
+                t["send_batch_client_cpu_ms"],
+                t["drain_client_cpu_ms"],
             ]
             for d, t in by_depth.items()
         ],
@@ -1095,6 +1124,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             moto_seconds = emulator["projected_seconds"][str(messages)]["moto_cpu_seconds"]
             if moto_seconds > 0:
                 per_scenario[name]["moto_sqs_bound_events_per_second"] = messages / moto_seconds
+            per_scenario[name]["floor_cpu_ms_per_event"] = floor_cpu_ms(
+                emulator, messages, per_scenario[name]["item_writes_per_event"]
+            )
+            per_scenario[name]["floor_bound_events_per_second"] = (
+                CORES * 1000 / per_scenario[name]["floor_cpu_ms_per_event"]
+            )
     _print(per_scenario, runs)
     notes = [
         "One fresh local runtime (emr-api launcher) per round, both scenarios' pipelines deployed; during a "

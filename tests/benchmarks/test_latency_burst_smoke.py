@@ -107,6 +107,7 @@ def test_burst_quick(tmp_path: Path) -> None:
     ceiling = document["results"]["emulators"]["dynamodb_writes"]
     assert 0 < ceiling["assetflow_table"]["items_per_second"] < ceiling["bare_table"]["items_per_second"]
     assert ceiling["assetflow_table"]["cpu_ms_per_item"] > 0
+    assert ceiling["assetflow_table"]["client_cpu_ms_per_item"] > 0
     # An event of the single pipeline is written, makes a run (its item, the queue's head, the pending item)
     # and the run's updates; an event of a & b is written and queued.
     assert single["item_writes_per_event"] > both["item_writes_per_event"] >= 1.5
@@ -126,6 +127,15 @@ def test_burst_quick(tmp_path: Path) -> None:
         assert scenario["cpu_bound_events_per_second"] == pytest.approx(
             (os.cpu_count() or 1) * 1000 / sum(cpu.values()), rel=1e-3
         )
+        # The floor: an event's SQS requests and item writes alone, both sides, from the probes. A burst does
+        # all that and more (its stream, evaluation, commits, submissions), so it spends more an event.
+        table = ceiling["assetflow_table"]
+        floor = (through["moto_cpu_seconds"] + through["client_cpu_seconds"]) * 1000 / messages + scenario[
+            "item_writes_per_event"
+        ] * (table["cpu_ms_per_item"] + table["client_cpu_ms_per_item"])
+        assert scenario["floor_cpu_ms_per_event"] == pytest.approx(floor, rel=1e-3)
+        assert 0 < scenario["floor_cpu_ms_per_event"] < sum(cpu.values())
+        assert scenario["floor_bound_events_per_second"] > scenario["cpu_bound_events_per_second"]
     assert seconds < TIMEOUT
 
 

@@ -75,8 +75,9 @@ NAME = "burst"
 MESSAGES = {"full": 1_000, "quick": 40}
 #: Queue depths (messages already queued) at which the emulator's SQS requests are timed.
 PROBE_DEPTHS = {"full": (0, 1_000, 2_000), "quick": (0, 100)}
-#: Requests of each kind timed per depth (enough for moto's CPU time, read in clock ticks, to add up).
-PROBE_CALLS = 20
+#: Requests of each kind timed per depth: moto's CPU time is read in 10 ms clock ticks, which 50 requests of
+#: about 5 ms each read to within 4 %; their messages stay queued until the receives, 500 at most above the depth.
+PROBE_CALLS = 50
 #: Items DynamoDB Local's write ceiling is timed with (after as many to warm it), and from how many threads.
 DYNAMODB_PROBE_ITEMS = {"full": 6_000, "quick": 500}
 DYNAMODB_PROBE_THREADS = 4
